@@ -1,0 +1,5 @@
+package master
+
+import "slices"
+
+func slicesSort(s []string) { slices.Sort(s) }

@@ -1,0 +1,337 @@
+package master
+
+import (
+	"cmp"
+	"fmt"
+	"iter"
+	"slices"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// ResourceState is a snapshot of one resource: its value block and its locks
+// in queue order (granted, then converting, then waiting).
+type ResourceState struct {
+	Name  string
+	LVB   LVB
+	Locks []LockState
+}
+
+func (t *Table) state(l *lock) LockState {
+	ls := LockState{
+		Resource: l.res.name, Lock: l.key(), Owner: l.owner, Queue: l.queue,
+		Granted: l.mode, Requested: l.rq, Token: l.token,
+	}
+	if l.queue == QueueWaiting {
+		ls.Granted = modes.NL
+	}
+	if tm := l.timer; tm != nil {
+		ls.Deadline, ls.Expires, ls.TTL = tm.deadline, tm.expires, tm.ttl
+	}
+	return ls
+}
+
+// Resource returns a snapshot of the named resource, with a copy of its value.
+func (t *Table) Resource(name string) (ResourceState, bool) {
+	r := t.res[name]
+	if r == nil {
+		return ResourceState{}, false
+	}
+	rs := ResourceState{Name: name, LVB: r.readLVB()}
+	rs.LVB.Data = slices.Clone(rs.LVB.Data)
+	for _, q := range []*lockList{&r.granted, &r.convert, &r.wait} {
+		for l := q.front(); l != nil; l = q.next(l) {
+			rs.Locks = append(rs.Locks, t.state(l))
+		}
+	}
+	return rs, true
+}
+
+// Resources yields the names of the resources the table masters, in no
+// particular order. The table must not change during the iteration.
+func (t *Table) Resources() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for name := range t.res {
+			if !yield(name) {
+				return
+			}
+		}
+	}
+}
+
+// LocksOf yields the locks node holds or waits for in this table, in no
+// particular order. The table must not change during the iteration.
+func (t *Table) LocksOf(node NodeID) iter.Seq[LockState] {
+	return func(yield func(LockState) bool) {
+		ns := t.nodes[node]
+		if ns == nil {
+			return
+		}
+		for _, l := range ns.locks {
+			if !yield(t.state(l)) {
+				return
+			}
+		}
+	}
+}
+
+// PurgeNode removes every lock of node, as when the node has left the
+// cluster, and grants what that lets through. A purged PW or EX lock marks
+// its resource's value not valid: the node may have been changing it. No
+// effect is produced for the purged locks themselves. It returns how many
+// locks it removed.
+func (t *Table) PurgeNode(node NodeID) int {
+	var victims []*lock
+	if ns := t.nodes[node]; ns != nil {
+		for _, l := range ns.locks {
+			victims = append(victims, l)
+		}
+	}
+	touched := make(map[*resource]struct{}, len(victims))
+	for _, l := range victims {
+		r := l.res
+		if l.queue != QueueWaiting && releaseWrites(l.mode) {
+			r.invalidateLVB()
+		}
+		r.unlink(l)
+		t.dropLock(l)
+		touched[r] = struct{}{}
+	}
+	t.forgetNode(node)
+	t.settle(touched)
+	return len(victims)
+}
+
+// forgetNode drops what the table remembers of node, so that a restarted
+// node may count its lock ids from the beginning again.
+func (t *Table) forgetNode(node NodeID) {
+	delete(t.nodes, node)
+	if t.lastNode == node {
+		t.lastStats = nil
+	}
+}
+
+// settle frees the emptied resources among touched and grants on the rest, in
+// name order so effects come out the same way every time.
+func (t *Table) settle(touched map[*resource]struct{}) {
+	rs := make([]*resource, 0, len(touched))
+	for r := range touched {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *resource) int { return cmp.Compare(a.name, b.name) })
+	for _, r := range rs {
+		if r.empty() {
+			t.maybeFree(r)
+		} else {
+			t.grantPending(r)
+		}
+	}
+}
+
+// Drop removes a resource and its locks without granting anything or
+// producing effects, as when its mastery moves to another node that will
+// rebuild it. It returns the number of locks removed.
+func (t *Table) Drop(name string) int {
+	r := t.res[name]
+	if r == nil {
+		return 0
+	}
+	n := 0
+	for _, q := range []*lockList{&r.granted, &r.convert, &r.wait} {
+		for l := q.front(); l != nil; l = q.front() {
+			r.unlink(l)
+			t.dropLock(l)
+			n++
+		}
+	}
+	t.maybeFree(r)
+	return n
+}
+
+// restoreInfo collects what recovery learns of a resource's value.
+type restoreInfo struct {
+	best  *LVB // freshest trustworthy copy offered so far
+	fresh bool // the resource did not exist before this recovery
+}
+
+// Restore adds one lock reported by a survivor to the resource it names, as
+// recovery rebuilds a resource at its new master. Locks are queued in the
+// order they are restored; nothing is granted and no effect is produced until
+// FinishRecovery. A reported TTL starts afresh; a reported timeout is
+// dropped (the requester enforces its own deadline by cancelling).
+//
+// A copy of the value offered with a lock granted above CR is a candidate
+// for the resource's value; the one with the highest sequence wins.
+func (t *Table) Restore(ls LockState) error {
+	if err := t.checkRestore(ls); err != nil {
+		return err
+	}
+	r, info := t.restoring(ls.Resource)
+	l := t.newLock(ls.Lock, ls.Owner, r)
+	t.addLock(l, t.node(ls.Lock.Node))
+	l.token = ls.Token
+	t.lastToken = max(t.lastToken, ls.Token)
+	switch ls.Queue {
+	case QueueWaiting:
+		l.rq, l.queue = ls.Requested, QueueWaiting
+		r.wait.pushBack(l)
+		r.nqueued++
+	case QueueConverting:
+		r.held.add(ls.Granted)
+		l.mode, l.rq, l.queue = ls.Granted, ls.Requested, QueueConverting
+		r.convert.pushBack(l)
+		r.nqueued++
+	default:
+		r.setGranted(l, ls.Granted)
+	}
+	if ls.TTL > 0 && ls.Queue != QueueWaiting {
+		l.timer = &timer{lock: l, ttl: ls.TTL, expires: t.now + ls.TTL}
+		t.timers.update(l.timer)
+	}
+	if ls.LVB != nil && ls.Queue != QueueWaiting && ls.Granted > modes.CR {
+		info.offer(*ls.LVB)
+	}
+	return nil
+}
+
+// RestoreValue offers a copy of a resource's value from elsewhere, such as
+// the node that mastered it before (a join moves resources that way). It
+// competes with the copies survivors report, by sequence.
+func (t *Table) RestoreValue(name string, v LVB) error {
+	if err := t.checkName(name); err != nil {
+		return err
+	}
+	if len(v.Data) > t.cfg.MaxLVB {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrLVBTooLarge, len(v.Data), t.cfg.MaxLVB)
+	}
+	_, info := t.restoring(name)
+	info.offer(v)
+	return nil
+}
+
+func (info *restoreInfo) offer(v LVB) {
+	if info.best == nil || v.Seq > info.best.Seq {
+		c := v
+		c.Data = slices.Clone(v.Data)
+		info.best = &c
+	}
+}
+
+func (t *Table) checkRestore(ls LockState) error {
+	if err := t.checkName(ls.Resource); err != nil {
+		return err
+	}
+	if err := checkMode(ls.Requested); err != nil {
+		return err
+	}
+	if err := checkMode(ls.Granted); err != nil {
+		return err
+	}
+	if ls.Queue < QueueGranted || ls.Queue > QueueWaiting {
+		return fmt.Errorf("%w: queue %d", ErrInvalidFlags, ls.Queue)
+	}
+	if ls.LVB != nil && len(ls.LVB.Data) > t.cfg.MaxLVB {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrLVBTooLarge, len(ls.LVB.Data), t.cfg.MaxLVB)
+	}
+	if t.hasLock(ls.Lock) {
+		return fmt.Errorf("%w: %v", ErrLockExists, ls.Lock)
+	}
+	if r := t.res[ls.Resource]; ls.Queue != QueueWaiting && r != nil && !r.held.fits(ls.Granted) {
+		return fmt.Errorf("%w: %v granted %v on %q", ErrIncompatible, ls.Lock, ls.Granted, ls.Resource)
+	}
+	return nil
+}
+
+// restoring returns the resource being rebuilt and what recovery has learned
+// of it so far.
+func (t *Table) restoring(name string) (*resource, *restoreInfo) {
+	if t.recovering == nil {
+		t.recovering = make(map[*resource]*restoreInfo)
+	}
+	r := t.res[name]
+	fresh := r == nil
+	if fresh {
+		r = t.resource(name, true)
+	}
+	info := t.recovering[r]
+	if info == nil {
+		info = &restoreInfo{fresh: fresh}
+		t.recovering[r] = info
+	}
+	return r, info
+}
+
+// FinishRecovery completes the resources rebuilt by Restore since the last
+// call:
+//   - the value is the freshest copy offered by a survivor that held the lock
+//     above CR (or by RestoreValue); with none, a rebuilt resource's value is
+//     marked not valid, since a lost holder may have written it;
+//   - conversions are granted without regard to queue order (the VMS rule
+//     for recovery, which may have reordered them);
+//   - a conversion left in a conversion deadlock fails with ErrDeadlock;
+//   - then the usual grants and blocking notifications follow.
+//
+// Effects report everything granted or failed.
+func (t *Table) FinishRecovery() {
+	rs := make([]*resource, 0, len(t.recovering))
+	for r := range t.recovering {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *resource) int { return cmp.Compare(a.name, b.name) })
+	for _, r := range rs {
+		t.finishResource(r, t.recovering[r])
+	}
+	t.recovering = nil
+}
+
+func (t *Table) finishResource(r *resource, info *restoreInfo) {
+	switch {
+	case info.best != nil:
+		v := r.lvbFor()
+		v.data = append(v.data[:0], info.best.Data...)
+		v.seq, v.valid = max(v.seq, info.best.Seq), info.best.Valid
+	case info.fresh:
+		r.invalidateLVB()
+	}
+	if r.empty() {
+		t.maybeFree(r)
+		return
+	}
+	t.grantConversionsUnordered(r)
+	t.breakConversionDeadlocks(r)
+	t.grantPending(r)
+}
+
+// grantConversionsUnordered grants every queued conversion compatible with
+// the other locks, in any position of the queue, until none is.
+func (t *Table) grantConversionsUnordered(r *resource) {
+	for progress := true; progress; {
+		progress = false
+		for l := r.convert.front(); l != nil; {
+			next := r.convert.next(l)
+			if !r.conflicts(l.rq, l) {
+				t.grantQueued(r, l)
+				progress = true
+			}
+			l = next
+		}
+	}
+}
+
+// breakConversionDeadlocks fails each queued conversion whose granted mode
+// blocks a conversion queued ahead of it: the two could never be granted.
+func (t *Table) breakConversionDeadlocks(r *resource) {
+	for l := r.convert.front(); l != nil; {
+		next := r.convert.next(l)
+		for c := r.convert.front(); c != l; c = r.convert.next(c) {
+			if !modes.Compatible(l.mode, c.rq) {
+				t.emitFailed(r, l, ErrDeadlock)
+				r.unlink(l)
+				l.rq = l.mode
+				r.setGranted(l, l.mode)
+				break
+			}
+		}
+		l = next
+	}
+}
