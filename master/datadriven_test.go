@@ -22,7 +22,7 @@ import (
 //	convert lock=N/ID [owner=O] mode=M [flags=a,b] [timeout=T] [lvb=write:TEXT|invalidate]
 //	release lock=N/ID [owner=O] [lvb=write:TEXT|invalidate]
 //	cancel  lock=N/ID [owner=O]
-//	renew   lock=N/ID [owner=O]
+//	renew   lock=N/ID
 //	tick now=T
 //	purge node=N
 //	restore res=NAME lock=N/ID [owner=O] queue=granted|converting|waiting
@@ -181,7 +181,7 @@ func runCommand(t *testing.T, tbl *Table, cmd string, a args) string {
 	case "cancel":
 		return errText(tbl.Cancel(a.lock(t), OwnerID(a.num(t, "owner"))))
 	case "renew":
-		return errText(tbl.Renew(a.lock(t), OwnerID(a.num(t, "owner"))))
+		return errText(tbl.Renew(a.lock(t)))
 	case "tick":
 		tbl.Tick(Tick(a.num(t, "now")))
 		return fmt.Sprintf("now=%d\n", tbl.Now())

@@ -308,9 +308,10 @@ func (t *Table) endQueued(r *resource, l *lock, err error) {
 }
 
 // Renew restarts the TTL of a lock that has one. It is a no-op for a lock
-// without a TTL.
-func (t *Table) Renew(id LockID, owner OwnerID) error {
-	l, err := t.lookup(id, owner)
+// without a TTL. Only the lock's node renews it, so no owner is checked: the
+// id names the node.
+func (t *Table) Renew(id LockID) error {
+	l, err := t.find(id)
 	if err != nil {
 		return err
 	}

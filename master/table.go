@@ -220,23 +220,32 @@ func (t *Table) maybeFree(r *resource) {
 	}
 }
 
-// lookup finds the lock a convert, release, cancel or renew is about.
+// lookup finds the lock a convert, release or cancel is about, and checks
+// that it belongs to owner.
 func (t *Table) lookup(id LockID, owner OwnerID) (*lock, error) {
-	ns := t.nodes[id.Node]
-	var l *lock
-	if ns != nil {
-		l = ns.locks[id.ID]
-	}
-	if l == nil {
-		if ns != nil && id.ID <= ns.maxID {
-			return nil, fmt.Errorf("%w: %v", ErrReleased, id)
-		}
-		return nil, fmt.Errorf("%w: %v", ErrUnknownLock, id)
+	l, err := t.find(id)
+	if err != nil {
+		return nil, err
 	}
 	if l.owner != owner {
 		return nil, fmt.Errorf("%w: %v is owned by %d, not %d", ErrNotOwner, id, l.owner, owner)
 	}
 	return l, nil
+}
+
+// find finds a lock by id, telling a lock that is gone (an id at or below
+// the highest its node has used here) from one the table never had.
+func (t *Table) find(id LockID) (*lock, error) {
+	ns := t.nodes[id.Node]
+	if ns != nil {
+		if l := ns.locks[id.ID]; l != nil {
+			return l, nil
+		}
+		if id.ID <= ns.maxID {
+			return nil, fmt.Errorf("%w: %v", ErrReleased, id)
+		}
+	}
+	return nil, fmt.Errorf("%w: %v", ErrUnknownLock, id)
 }
 
 // conflicts reports whether mode rq is incompatible with the granted mode of
