@@ -171,4 +171,3 @@ func counter(t testing.TB, reg *prometheus.Registry, name string, labels ...stri
 	}
 	return total
 }
-
