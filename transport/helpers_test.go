@@ -22,6 +22,14 @@ type recorder struct {
 	links *transport.Links // set after New
 	mu    sync.Mutex
 	got   []received
+	hook  func(transport.Inbound) // runs first, if set (under no lock)
+}
+
+// setHook installs a function every incoming message goes through first.
+func (r *recorder) setHook(f func(transport.Inbound)) {
+	r.mu.Lock()
+	r.hook = f
+	r.mu.Unlock()
 }
 
 type received struct {
@@ -31,6 +39,12 @@ type received struct {
 }
 
 func (r *recorder) handle(in transport.Inbound) {
+	r.mu.Lock()
+	hook := r.hook
+	r.mu.Unlock()
+	if hook != nil {
+		hook(in)
+	}
 	var lock uint64
 	switch m := in.Msg.(type) {
 	case *wire.LockRequest:

@@ -199,6 +199,17 @@ func (l *Links) peer(name string) (*peer, error) {
 	return p, nil
 }
 
+// WaitConnected returns when the outgoing connection to peer is up (nil),
+// when ctx ends, or when the peer is removed or the Links closed. A caller
+// that got ErrUnreachable can use it to learn when to retry.
+func (l *Links) WaitConnected(ctx context.Context, peer string) error {
+	p, err := l.peer(peer)
+	if err != nil {
+		return err
+	}
+	return p.waitUp(ctx)
+}
+
 // Send queues a one-way message to a peer. It never blocks: the message is
 // encoded into the peer's write buffer and the connection's writer sends it
 // with whatever else is queued. An invalid message is refused (wire.ErrInvalid)

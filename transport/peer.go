@@ -69,6 +69,8 @@ type peer struct {
 	remoteBoot uint64 // boot ID in the peer's Hello on the current connection
 	queuedBoot uint64 // boot ID of replies queued while connecting
 	pending    map[uint64]pendingCall
+	upCh       chan struct{} // closed while up; replaced when the link goes down
+	upClosed   bool
 }
 
 func newPeer(l *Links, name, addr string) *peer {
@@ -82,6 +84,7 @@ func newPeer(l *Links, name, addr string) *peer {
 		cancel:  cancel,
 		rng:     rand.New(rand.NewPCG(l.cfg.Seed, hashName(name))),
 		pending: map[uint64]pendingCall{},
+		upCh:    make(chan struct{}),
 	}
 }
 
@@ -239,6 +242,25 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 	return nil, ctx.Err()
 }
 
+// waitUp returns when the link is up, ctx ends or the peer stops.
+func (p *peer) waitUp(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		state, ch := p.state, p.upCh
+		p.mu.Unlock()
+		if state == up {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.ctx.Done():
+			return fmt.Errorf("%w: %s", context.Cause(p.ctx), p.name)
+		}
+	}
+}
+
 // take removes and returns the pending call for a reply's id.
 func (p *peer) take(id uint64) (pendingCall, bool) {
 	p.mu.Lock()
@@ -340,6 +362,8 @@ func (p *peer) up(c net.Conn, hello *wire.Hello) error {
 		p.buf = p.buf[:0]
 	}
 	p.state, p.conn, p.remoteBoot, p.queuedBoot = up, c, hello.BootID, 0
+	close(p.upCh)
+	p.upClosed = true
 	p.l.met.connsOut.Inc()
 	if len(p.buf) > 0 {
 		p.signal()
@@ -362,6 +386,9 @@ func (p *peer) down(err error) {
 	}
 	if p.state != stopped {
 		p.state, p.lastErr = down, err
+	}
+	if p.upClosed {
+		p.upCh, p.upClosed = make(chan struct{}), false
 	}
 	p.mu.Unlock()
 	lost := ErrConnLost
