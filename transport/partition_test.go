@@ -125,4 +125,3 @@ func TestPendingCallsFailOnRemoveAndClose(t *testing.T) {
 		}
 	})
 }
-
