@@ -252,7 +252,8 @@ func closeAll(ps []*pipePair) {
 	}
 }
 
-// cutLocked reports whether traffic between from and to is blocked either way.
+// cutLocked reports whether from and to are blocked either way: a stream or
+// a dial needs both directions; a packet only its own (see sendPacket).
 func (n *Network) cutLocked(from, to string) bool {
 	return n.blocked[link{from, to}] || n.blocked[link{to, from}]
 }

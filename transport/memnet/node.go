@@ -68,7 +68,7 @@ func (n *Network) sendPacket(from *endpoint, toName, toAddr string, b []byte) {
 	n.mu.Lock()
 	dst := n.routeLocked(toName, toAddr, GossipPort)
 	lost := dst == nil || dst.closed || dst.packets == nil || from.closed ||
-		n.cutLocked(from.node, dst.node) || (n.drop > 0 && n.rng.Float64() < n.drop)
+		n.blocked[link{from.node, dst.node}] || (n.drop > 0 && n.rng.Float64() < n.drop)
 	delay := n.delay
 	n.mu.Unlock()
 	if lost {
@@ -86,7 +86,7 @@ func (n *Network) sendPacket(from *endpoint, toName, toAddr string, b []byte) {
 // or its queue is full.
 func (n *Network) deliver(from, dst *endpoint, p *packet) {
 	n.mu.Lock()
-	ok := !dst.closed && !n.cutLocked(from.node, dst.node)
+	ok := !dst.closed && !n.blocked[link{from.node, dst.node}]
 	n.mu.Unlock()
 	if !ok {
 		return
