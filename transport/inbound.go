@@ -18,13 +18,6 @@ type inConn struct {
 	from string
 }
 
-// pingFrame is the encoded heartbeat answer.
-var pingFrame = func() []byte {
-	l := wire.DefaultLimits()
-	b, _ := wire.AppendFrame(nil, wire.Header{}, &ping, &l)
-	return b
-}()
-
 // serveInbound runs the reader goroutine of an accepted connection:
 // handshake, then decode every frame and dispatch it, until the connection
 // ends or sends bad input. Bad input closes this connection only.
@@ -128,7 +121,7 @@ func (l *Links) pong(c net.Conn) error {
 	if err := c.SetWriteDeadline(time.Now().Add(l.cfg.WriteTimeout)); err != nil {
 		return err
 	}
-	_, err := c.Write(pingFrame)
+	_, err := c.Write(l.pingFrame)
 	return err
 }
 

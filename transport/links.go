@@ -57,7 +57,8 @@ type Links struct {
 	peers   map[string]*peer
 	inbound map[*inConn]struct{}
 
-	callChs sync.Pool // chan callResult of finished Calls
+	callChs   sync.Pool // chan callResult of finished Calls
+	pingFrame []byte    // the encoded heartbeat answer, written as is
 
 	wg sync.WaitGroup
 }
@@ -89,6 +90,7 @@ func New(cfg Config) (*Links, error) {
 		peers:   map[string]*peer{},
 		inbound: map[*inConn]struct{}{},
 	}
+	l.pingFrame, _ = wire.AppendFrame(nil, wire.Header{}, &wire.Ping{}, &cfg.Limits) // a Ping is always valid
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil

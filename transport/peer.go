@@ -431,12 +431,10 @@ func (p *peer) serve(c net.Conn, fr *frameReader) error {
 	return err
 }
 
-var ping wire.Ping
-
 func (p *peer) queuePing() {
 	p.mu.Lock()
 	if p.state == up {
-		_, _ = p.appendLocked(wire.Header{}, &ping)
+		_, _ = p.appendLocked(wire.Header{}, &wire.Ping{})
 	}
 	p.mu.Unlock()
 }

@@ -68,15 +68,22 @@ type cluster struct {
 	id    string
 	nodes map[string]*mnode
 	seeds []string
+	tweak func(*membership.Config)
 }
 
 func newCluster(t *testing.T, id string, names ...string) *cluster {
+	t.Helper()
+	return newClusterWith(t, id, nil, names...)
+}
+
+// newClusterWith is newCluster with a change to every node's configuration.
+func newClusterWith(t *testing.T, id string, tweak func(*membership.Config), names ...string) *cluster {
 	t.Helper()
 	net, err := memnet.New(memnet.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, net: net, id: id, nodes: map[string]*mnode{}}
+	c := &cluster{t: t, net: net, id: id, nodes: map[string]*mnode{}, tweak: tweak}
 	mns := make([]*memnet.Node, len(names))
 	for i, name := range names {
 		if mns[i], err = net.AddNode(name); err != nil {
@@ -113,6 +120,9 @@ func (c *cluster) start(mn *memnet.Node, boot uint64) *mnode {
 	cfg.Seeds = c.seeds
 	cfg.OnEvent = n.rec.on
 	cfg.Registerer = n.reg
+	if c.tweak != nil {
+		c.tweak(&cfg)
+	}
 	n.m, err = membership.Start(cfg)
 	if err != nil {
 		c.t.Fatal(err)

@@ -80,14 +80,15 @@ func randomBootID() uint64 {
 // Local returns this node as peers see it.
 func (m *Membership) Local() Member { return m.local }
 
-// Members returns the alive members other than this node, with their
-// decoded meta. A member whose meta does not decode is left out (it could
+// Members returns the live members other than this node (alive or
+// suspected: memberlist has not declared them dead), with their decoded
+// meta. A member whose meta does not decode is left out (it could
 // not have been admitted; this only guards against a race with a refusal).
 func (m *Membership) Members() []Member {
 	nodes := m.ml.Members()
 	out := make([]Member, 0, len(nodes))
 	for _, n := range nodes {
-		if n.Name == m.cfg.Name || n.State != memberlist.StateAlive {
+		if n.Name == m.cfg.Name || n.State == memberlist.StateDead || n.State == memberlist.StateLeft {
 			continue
 		}
 		meta, err := DecodeMeta(n.Meta)

@@ -86,6 +86,25 @@ func healAfterPartition(t *testing.T, offset time.Duration) {
 	})
 }
 
+// The control for the test above: without the periodic re-join, the same
+// partition does not heal within the bound (memberlist trap T6), so the heal
+// test measures the re-join and not luck.
+func TestPartitionWithoutRejoinDoesNotHeal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		all := names(3)
+		c := newClusterWith(t, "noheal", func(cfg *membership.Config) { cfg.RejoinInterval = -1 }, all...)
+		defer c.closeAll()
+		c.waitUntil(10*time.Second, "initial convergence", all, c.converged(all))
+		c.net.Isolate("n3")
+		time.Sleep(30 * time.Second)
+		c.net.Heal()
+		time.Sleep(3 * healBound) // well past the bound the re-join meets
+		if c.converged(all)(c.nodes["n1"]) && c.converged(all)(c.nodes["n3"]) {
+			t.Fatal("healed without the re-join loop: the heal test proves nothing")
+		}
+	})
+}
+
 func TestForeignClusterRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, "home", "a", "b")

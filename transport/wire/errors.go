@@ -31,19 +31,23 @@ var (
 	ErrInvalid = errors.New("wire: invalid message")
 )
 
-// reasons is ordered most specific first; Reason returns the first match.
-var reasons = [...]struct {
+type reason struct {
 	err   error
 	label string
-}{
-	{ErrFrameTooLarge, "too_large"},
-	{ErrTruncated, "truncated"},
-	{ErrVersion, "version"},
-	{ErrUnknownType, "unknown_type"},
-	{ErrTrailingBytes, "trailing_bytes"},
-	{ErrDeclaredLength, "declared_length"},
-	{ErrMalformed, "malformed"},
-	{ErrInvalid, "invalid"},
+}
+
+// reasons is ordered most specific first; Reason returns the first match.
+func reasons() [8]reason {
+	return [...]reason{
+		{ErrFrameTooLarge, "too_large"},
+		{ErrTruncated, "truncated"},
+		{ErrVersion, "version"},
+		{ErrUnknownType, "unknown_type"},
+		{ErrTrailingBytes, "trailing_bytes"},
+		{ErrDeclaredLength, "declared_length"},
+		{ErrMalformed, "malformed"},
+		{ErrInvalid, "invalid"},
+	}
 }
 
 // Reason returns a short, stable label for a decoding error, for logs and the
@@ -51,7 +55,7 @@ var reasons = [...]struct {
 // version, unknown_type, trailing_bytes, declared_length, malformed, invalid,
 // or "other" for an error that is none of the package's sentinels.
 func Reason(err error) string {
-	for _, r := range reasons {
+	for _, r := range reasons() {
 		if errors.Is(err, r.err) {
 			return r.label
 		}
@@ -62,8 +66,9 @@ func Reason(err error) string {
 // Reasons lists every label Reason can return, so that metrics can be
 // pre-created with all of them.
 func Reasons() []string {
-	out := make([]string, 0, len(reasons)+1)
-	for _, r := range reasons {
+	rs := reasons()
+	out := make([]string, 0, len(rs)+1)
+	for _, r := range rs {
 		out = append(out, r.label)
 	}
 	return append(out, "other")
