@@ -1,0 +1,113 @@
+// Package transport carries dlm's node-to-node messages: persistent
+// connections ("links") between the nodes of a cluster, framed and decoded by
+// package wire.
+//
+// Sub-packages: wire (messages and the frame codec, no I/O), membership
+// (the memberlist wrapper that finds nodes and detects failures), memnet (an
+// in-process network with faults, for tests in testing/synctest).
+//
+// # Shape of a link
+//
+// Every node dials its own connection to every peer it is told about
+// (SetPeer), so a pair of nodes has two TCP connections, one per direction.
+// All traffic from A to B (A's requests, A's one-way messages and A's
+// replies to B's requests) travels on the connection A dialled; the
+// connection B dialled to A carries B's traffic and, back towards B, only
+// heartbeat answers. This was chosen over one shared bidirectional
+// connection per pair because:
+//
+//   - Everything A sends to B is delivered in the order A sent it, replies
+//     included. The DLM relies on it: a Completion (grant) sent as a reply
+//     must not be overtaken by a later Blocking notification for the same
+//     lock. With replies on the other connection, the two could cross.
+//   - There is no dial race to settle: with one shared connection, two nodes
+//     that dial each other at once must agree which connection survives.
+//   - Each connection has exactly one writer and one reader side, so the
+//     write path (buffer, writer goroutine, reconnection) belongs to the
+//     dialling node alone.
+//
+// The cost is two sockets per pair, and a node must be able to dial every
+// peer (true inside a cluster).
+//
+// # Handshake
+//
+// The dialler sends a Hello (protocol version, cluster ID, node name, boot
+// ID) and the acceptor answers with its own. Each side refuses a peer of
+// another cluster or version; the dialler also refuses an acceptor that is
+// not the node it meant to reach. With TCPConfig.TLS, mutual TLS runs first
+// and a peer without a certificate from the cluster's CA is refused before
+// it can send anything. Refusals are logged with their reason and counted in
+// dlm_transport_handshakes_rejected_total{reason}.
+//
+// # Sending: never blocks, one write per batch
+//
+// Send, Go and Reply validate the message and encode it straight into the
+// peer's write buffer under the peer's mutex: no allocation, no goroutine,
+// no syscall per message. The connection's writer goroutine swaps the buffer
+// out and writes everything queued with one write; while that write is in
+// the kernel, senders fill the other buffer, so under load one syscall
+// carries many messages (dlm_transport_write_syscalls_total against
+// messages_sent_total shows the ratio). If a peer does not keep up and its
+// buffer passes Config.WriteBufferLimit, the message is refused with
+// ErrWriteBufferFull and the link is failed (fail fast), rather than
+// blocking the sender or growing without bound. While a peer is unreachable
+// (the last connection attempt failed), Send, Go, Call and Reply fail at once
+// with ErrUnreachable: nothing is queued for an absent peer, except during
+// the very first connection attempt after SetPeer. Call blocks for the reply
+// (with a context); Go returns at once and runs a callback.
+//
+// # Receiving: on the reader goroutine
+//
+// Each accepted connection has one reader goroutine. It reads frames with a
+// buffered reader (a frame that fits the 64 KiB buffer is decoded in place),
+// decodes them with a wire.Decoder that reuses one message per type, and
+// hands each request or one-way message to Config.Handler on that goroutine:
+// no goroutine per message, and the Handler must not block. The message and
+// its byte slices are valid only during the Handler call. Replies are
+// matched by request id to the pending call; a Go callback runs on the
+// reader goroutine too, with the same rules.
+//
+// # Request ids and replies
+//
+// Request ids come from one counter per Links, so an id is never reused
+// while the process lives: a reply for a call that already failed finds no
+// pending call and is dropped. A ReplyTo (peer, boot ID, id) may be kept and
+// used much later; Reply refuses it (ErrStaleReply) if the peer restarted in
+// between, because the new process could have a pending call with the same
+// id.
+//
+// # Failures
+//
+//   - A pending call fails with ErrConnLost when the connection that carried
+//     its request, or the one its reply would come back on, fails; with
+//     ErrPeerRemoved on RemovePeer; with ErrClosed on Close. Callbacks for
+//     these run on the peer's manager goroutine, never on the caller's.
+//   - The dialler sends a Ping every HeartbeatInterval and the acceptor
+//     answers it; both ends fail a connection on which nothing arrived for
+//     IdleTimeout, so a peer that vanished without closing (power loss, a
+//     partition) is noticed within IdleTimeout, not after TCP's minutes.
+//   - A failed connection is redialled with capped, jittered exponential
+//     backoff (Config.Backoff). Dials, handshakes and writes have deadlines.
+//   - Bad input (a declared length over MaxFrame, a truncated frame, a wrong
+//     version, an unknown type, a declared length longer than the frame, a
+//     message that fails validation, trailing bytes, a second Hello) closes
+//     that connection only, is logged with its reason and counted in
+//     dlm_transport_frames_rejected_total{reason}. Nothing is allocated for a
+//     frame beyond what its bytes justify (see package wire).
+//
+// # Goroutines
+//
+// Per Links: one accept loop. Per peer: one manager goroutine (dial,
+// handshake, write loop, redial) and, while connected, one watcher reading
+// heartbeat answers. Per accepted connection: one reader. Close stops and
+// waits for all of them.
+//
+// # Metrics
+//
+// dlm_transport_messages_sent_total{type}, bytes_sent_total{type},
+// messages_received_total{type}, bytes_received_total{type},
+// frames_rejected_total{reason}, handshakes_rejected_total{reason},
+// connections{direction}, reconnects_total, write_syscalls_total,
+// write_buffer_overflows_total. Register several Links in one process
+// through prometheus.WrapRegistererWith.
+package transport

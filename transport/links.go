@@ -1,0 +1,329 @@
+package transport
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Handler receives incoming requests and one-way messages. It runs on the
+// reader goroutine of the connection the message came on, one message at a
+// time per connection, so it must not block: hand slow work to another
+// goroutine. in.Msg, and any byte slice in it, is valid only until the
+// handler returns; strings may be kept. Send, Go and Reply never block and
+// may be called from a handler; Call blocks and must not be.
+type Handler func(in Inbound)
+
+// Inbound is one incoming message.
+type Inbound struct {
+	From    string       // sender's node name, from its Hello
+	BootID  uint64       // sender's boot ID, from its Hello
+	ReplyTo ReplyTo      // where to send the reply; zero for a one-way message
+	Msg     wire.Message // the decoded, validated message
+}
+
+// ReplyTo names a request to answer: the peer, its boot and the request id.
+// It is a small value: keep it as long as needed (a queued lock may be
+// granted seconds after its request) and pass it to Links.Reply.
+type ReplyTo struct {
+	Peer   string
+	BootID uint64
+	ID     uint64
+}
+
+// IsRequest reports whether the message expects a reply.
+func (r ReplyTo) IsRequest() bool { return r.ID != 0 }
+
+// Links holds the connections of one node to its peers. See the package
+// documentation for the design. All methods are safe for concurrent use.
+type Links struct {
+	cfg Config
+	log *slog.Logger
+	met *metrics
+
+	nextID atomic.Uint64 // request ids, unique for the life of the Links
+
+	mu      sync.RWMutex
+	closed  bool
+	peers   map[string]*peer
+	inbound map[*inConn]struct{}
+
+	callChs   sync.Pool // chan callResult of finished Calls
+	pingFrame []byte    // the encoded heartbeat answer, written as is
+
+	wg sync.WaitGroup
+}
+
+// New validates cfg, starts accepting connections on cfg.StreamLayer and
+// returns the Links. Peers are added with SetPeer.
+func New(cfg Config) (*Links, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.BootID == 0 {
+		cfg.BootID = randomNonZero()
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = cfg.BootID
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("transport: metrics: %w", err)
+	}
+	l := &Links{
+		cfg:     cfg,
+		log:     log.With("node", cfg.Name),
+		met:     met,
+		peers:   map[string]*peer{},
+		inbound: map[*inConn]struct{}{},
+	}
+	l.pingFrame, _ = wire.AppendFrame(nil, wire.Header{}, &wire.Ping{}, &cfg.Limits) // a Ping is always valid
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l, nil
+}
+
+func randomNonZero() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}
+
+// Name returns this node's name.
+func (l *Links) Name() string { return l.cfg.Name }
+
+// BootID returns this node's boot ID (chosen by New if the Config had none).
+func (l *Links) BootID() uint64 { return l.cfg.BootID }
+
+// Addr returns the address the stream layer listens on.
+func (l *Links) Addr() net.Addr { return l.cfg.StreamLayer.Addr() }
+
+// SetPeer adds the peer name at addr, or moves it to a new address, and
+// starts connecting to it. Until the first attempt has failed, messages to
+// it are queued (bounded by WriteBufferLimit); afterwards they fail with
+// ErrUnreachable until it is connected again.
+func (l *Links) SetPeer(name, addr string) error {
+	if name == "" || len(name) > wire.MaxNodeName || addr == "" {
+		return fmt.Errorf("transport: SetPeer(%q, %q): need a name of 1..%d bytes and an address", name, addr, wire.MaxNodeName)
+	}
+	if name == l.cfg.Name {
+		return fmt.Errorf("transport: SetPeer(%q): that is this node", name)
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	old := l.peers[name]
+	if old != nil && old.addr == addr {
+		l.mu.Unlock()
+		return nil
+	}
+	p := newPeer(l, name, addr)
+	l.peers[name] = p
+	l.wg.Add(1)
+	l.mu.Unlock()
+	if old != nil {
+		old.stop(ErrPeerRemoved)
+	}
+	go p.run()
+	return nil
+}
+
+// RemovePeer disconnects and forgets a peer. Its pending calls fail with
+// ErrPeerRemoved (their callbacks run on a library goroutine), and its
+// incoming connections are closed.
+func (l *Links) RemovePeer(name string) {
+	l.mu.Lock()
+	p := l.peers[name]
+	delete(l.peers, name)
+	var in []*inConn
+	for c := range l.inbound {
+		if c.from == name {
+			in = append(in, c)
+		}
+	}
+	l.mu.Unlock()
+	if p != nil {
+		p.stop(ErrPeerRemoved)
+	}
+	for _, c := range in {
+		_ = c.conn.Close()
+	}
+}
+
+// Peers returns the names of the peers that are set.
+func (l *Links) Peers() []string {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]string, 0, len(l.peers))
+	for name := range l.peers {
+		out = append(out, name)
+	}
+	return out
+}
+
+// userPeer is peer for a message from the user: control messages are refused.
+func (l *Links) userPeer(name string, m wire.Message) (*peer, error) {
+	if t := m.Type(); t == wire.TypePing || t == wire.TypeHello {
+		return nil, fmt.Errorf("%w: %v", ErrReserved, t)
+	}
+	return l.peer(name)
+}
+
+func (l *Links) peer(name string) (*peer, error) {
+	l.mu.RLock()
+	p, closed := l.peers[name], l.closed
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return nil, ErrClosed
+	case p == nil:
+		return nil, fmt.Errorf("%w: %s", ErrUnknownPeer, name)
+	}
+	return p, nil
+}
+
+// WaitConnected returns when the outgoing connection to peer is up (nil),
+// when ctx ends, or when the peer is removed or the Links closed. A caller
+// that got ErrUnreachable can use it to learn when to retry.
+func (l *Links) WaitConnected(ctx context.Context, peer string) error {
+	p, err := l.peer(peer)
+	if err != nil {
+		return err
+	}
+	return p.waitUp(ctx)
+}
+
+// Send queues a one-way message to a peer. It never blocks: the message is
+// encoded into the peer's write buffer and the connection's writer sends it
+// with whatever else is queued. An invalid message is refused (wire.ErrInvalid)
+// and nothing is queued.
+func (l *Links) Send(peer string, m wire.Message) error {
+	p, err := l.userPeer(peer, m)
+	if err != nil {
+		return err
+	}
+	return p.send(wire.Header{}, m, nil)
+}
+
+// Reply answers a request. It never blocks. It fails with ErrStaleReply if
+// the requester restarted since, and with ErrUnreachable if there is no
+// connection to it now; in both cases nobody could receive the reply.
+func (l *Links) Reply(to ReplyTo, m wire.Message) error {
+	if !to.IsRequest() {
+		return ErrNotRequest
+	}
+	p, err := l.userPeer(to.Peer, m)
+	if err != nil {
+		return err
+	}
+	return p.reply(to, m)
+}
+
+// Call sends a request and waits for its reply, or for ctx to end, or for
+// the connection to fail (ErrConnLost), the peer to be removed
+// (ErrPeerRemoved) or the Links to close (ErrClosed). The reply is the
+// caller's to keep.
+func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Message, error) {
+	p, err := l.userPeer(peer, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return p.call(ctx, m)
+}
+
+// Go sends a request and returns at once. Unless Go returns an error, cb
+// runs exactly once, on a library goroutine, with the reply or with the
+// error that ended the wait (ErrConnLost, ErrPeerRemoved, ErrClosed). cb
+// must not block; the reply is valid only during cb, like a handler's
+// message. There is no timeout: the call waits as long as the connection
+// lives (a lock request may wait long for its grant).
+func (l *Links) Go(peer string, m wire.Message, cb func(reply wire.Message, err error)) error {
+	if cb == nil {
+		return errors.New("transport: Go needs a callback")
+	}
+	p, err := l.userPeer(peer, m)
+	if err != nil {
+		return err
+	}
+	return p.send(wire.Header{}, m, cb)
+}
+
+// Close closes the listener, every connection and every peer. Pending calls
+// fail with ErrClosed. It returns when every goroutine of the Links has
+// ended; it must not be called from a Handler or callback.
+func (l *Links) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	peers := l.peers
+	l.peers = map[string]*peer{}
+	in := make([]*inConn, 0, len(l.inbound))
+	for c := range l.inbound {
+		in = append(in, c)
+	}
+	l.mu.Unlock()
+	err := l.cfg.StreamLayer.Close()
+	for _, p := range peers {
+		p.stop(ErrClosed)
+	}
+	for _, c := range in {
+		_ = c.conn.Close()
+	}
+	l.wg.Wait()
+	return err
+}
+
+func (l *Links) isClosed() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.closed
+}
+
+func (l *Links) acceptLoop() {
+	defer l.wg.Done()
+	for {
+		c, err := l.cfg.StreamLayer.Accept()
+		if err != nil {
+			if !l.isClosed() && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+				l.log.Warn("accept failed; no longer accepting", "err", err)
+			}
+			return
+		}
+		ic := &inConn{conn: c}
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		l.inbound[ic] = struct{}{}
+		l.wg.Add(1)
+		l.mu.Unlock()
+		go l.serveInbound(ic)
+	}
+}

@@ -1,0 +1,218 @@
+package wire
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+func TestRoundTripEveryType(t *testing.T) {
+	seen := map[Type]bool{}
+	l := DefaultLimits()
+	d := NewDecoder(l)
+	for i, m := range samples() {
+		seen[m.Type()] = true
+		h := Header{ID: uint64(i) + 1, Reply: i%2 == 0}
+		frame := mustFrame(t, h, m)
+		gh, gm, err := d.DecodeFrame(frame)
+		if err != nil {
+			t.Fatalf("%T: %v", m, err)
+		}
+		h.Type = m.Type()
+		if gh != h {
+			t.Errorf("%T: header %+v, want %+v", m, gh, h)
+		}
+		if !reflect.DeepEqual(gm, m) {
+			t.Errorf("%T: got %#v, want %#v", m, gm, m)
+		}
+		checkRoundTrip(t, gh, gm)
+	}
+	for ty := Type(1); ty < typeEnd; ty++ {
+		if !seen[ty] {
+			t.Errorf("no sample of %v", ty)
+		}
+	}
+}
+
+func TestDecodeOwnedSurvivesBufferReuse(t *testing.T) {
+	m := &Completion{Epoch: 1, Lockspace: "ls", Lock: 3, Status: StatusGranted, Mode: modes.EX, LVB: []byte("abc"), LVBFlags: LVBPresent}
+	frame := mustFrame(t, Header{ID: 5, Reply: true}, m)
+	_, got, err := NewDecoder(DefaultLimits()).DecodeOwned(frame[PrefixSize:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(frame)
+	if string(got.(*Completion).LVB) != "abc" {
+		t.Fatalf("owned LVB changed with the frame buffer: %q", got.(*Completion).LVB)
+	}
+}
+
+// Each kind of bad input maps to its own sentinel, and no message comes back.
+func TestDecodeErrorsAreDistinct(t *testing.T) {
+	seeds := frameSeeds(t)
+	cases := map[string]error{
+		"huge-length":        ErrFrameTooLarge,
+		"short-prefix":       ErrTruncated,
+		"truncated":          ErrTruncated,
+		"trailing":           ErrTrailingBytes,
+		"wrong-version":      ErrVersion,
+		"unknown-type":       ErrUnknownType,
+		"bomb-array32-renew": ErrDeclaredLength,
+		"bomb-array32-body":  ErrDeclaredLength,
+		"map-bomb":           ErrDeclaredLength,
+		"str-bomb":           ErrDeclaredLength,
+		"epoch-zero":         ErrInvalid,
+		"bad-mode":           ErrInvalid,
+	}
+	for name, want := range cases {
+		_, m, err := NewDecoder(DefaultLimits()).DecodeFrame(seeds[name])
+		if !errors.Is(err, want) || m != nil {
+			t.Errorf("%s: got (%v, %v), want %v", name, m, err, want)
+		}
+	}
+	// a body with a field of the wrong msgpack type
+	_, _, err := NewDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 0xa1, 'x', 1, 1, 1}))
+	if !errors.Is(err, ErrMalformed) {
+		t.Errorf("wrong field type: %v, want ErrMalformed", err)
+	}
+	// a reply flag without a request id
+	_, _, err = NewDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(TypePing)|replyFlag, 0, []byte{0x90}))
+	if !errors.Is(err, ErrMalformed) {
+		t.Errorf("reply without id: %v, want ErrMalformed", err)
+	}
+	// trailing bytes inside the frame, after the body
+	_, _, err = NewDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(TypePing), 0, []byte{0x90, 0x90}))
+	if !errors.Is(err, ErrTrailingBytes) {
+		t.Errorf("trailing body bytes: %v, want ErrTrailingBytes", err)
+	}
+}
+
+func TestFrameLengthRefusesBeforeReading(t *testing.T) {
+	l := DefaultLimits()
+	if _, err := FrameLength([]byte{0, 0x10, 0, 1}, &l); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("1 MiB + 1: %v", err)
+	}
+	if n, err := FrameLength([]byte{0, 0x10, 0, 0}, &l); err != nil || n != 1<<20 {
+		t.Fatalf("exactly 1 MiB: %d, %v", n, err)
+	}
+	if _, err := FrameLength([]byte{0, 0, 0, 9}, &l); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("shorter than header: %v", err)
+	}
+}
+
+// Invalid messages are refused by the encoder too, and the buffer is left as
+// it was: a refused message loses nothing that was queued before it.
+func TestAppendFrameRefusesInvalid(t *testing.T) {
+	l := DefaultLimits()
+	long := strings.Repeat("x", l.MaxName+1)
+	bad := []Message{
+		&LockRequest{Epoch: 0, Lockspace: "ls", Resource: "r", Lock: 1},
+		&LockRequest{Epoch: 1, Lockspace: "", Resource: "r", Lock: 1},
+		&LockRequest{Epoch: 1, Lockspace: strings.Repeat("l", 65), Resource: "r", Lock: 1},
+		&LockRequest{Epoch: 1, Lockspace: "ls", Resource: "", Lock: 1},
+		&LockRequest{Epoch: 1, Lockspace: "ls", Resource: long, Lock: 1},
+		&LockRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 0},
+		&LockRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 1, Mode: 6},
+		&LockRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 1, Timeout: -1},
+		&LockRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 1, TTL: -1},
+		&ConvertRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 1, LVB: make([]byte, l.MaxLVB+1), LVBOp: LVBWrite},
+		&ConvertRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 1, LVBOp: 3},
+		&UnlockRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 1, LVB: []byte{1}},
+		&Completion{Epoch: 1, Lockspace: "ls", Lock: 1, Status: 0},
+		&Completion{Epoch: 1, Lockspace: "ls", Lock: 1, Status: 8},
+		&Completion{Epoch: 1, Lockspace: "ls", Lock: 1, Status: StatusGranted, LVBFlags: 4},
+		&Completion{Epoch: 1, Lockspace: "ls", Lock: 1, Status: StatusGranted, LVB: []byte{1}},
+		&Completion{Epoch: 1, Lockspace: "ls", Lock: 1, Status: StatusError, Err: strings.Repeat("e", MaxErr+1)},
+		&Blocking{Epoch: 1, Lockspace: "ls", Lock: 1, Mode: 200},
+		&Renew{Epoch: 1, Lockspace: "ls"},
+		&Renew{Epoch: 1, Lockspace: "ls", Locks: make([]uint64, l.MaxRenew+1)},
+		&Renew{Epoch: 1, Lockspace: "ls", Locks: []uint64{1, 0}},
+		&Hello{Version: 0, ClusterID: "c", Node: "n", BootID: 1},
+		&Hello{Version: 1, ClusterID: "", Node: "n", BootID: 1},
+		&Hello{Version: 1, ClusterID: "c", Node: "", BootID: 1},
+		&Hello{Version: 1, ClusterID: "c", Node: "n", BootID: 0},
+	}
+	queued := mustFrame(t, Header{}, &Ping{})
+	for _, m := range bad {
+		out, err := AppendFrame(queued, Header{}, m, &l)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%#v: %v, want ErrInvalid", m, err)
+		}
+		if len(out) != len(queued) {
+			t.Errorf("%#v: buffer grew to %d bytes on error", m, len(out))
+		}
+	}
+	if _, err := AppendFrame(nil, Header{Reply: true}, &Ping{}, &l); !errors.Is(err, ErrMalformed) {
+		t.Errorf("reply without id: %v", err)
+	}
+	small := l
+	small.MaxFrame = 1024
+	big := &UnlockRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 1, LVB: make([]byte, 2000), LVBOp: LVBWrite}
+	if out, err := AppendFrame(queued, Header{}, big, &small); !errors.Is(err, ErrFrameTooLarge) || len(out) != len(queued) {
+		t.Errorf("oversized frame: %v, %d bytes", err, len(out))
+	}
+}
+
+// A limit smaller than the default is applied by the decoder before it
+// copies the field.
+func TestDecoderAppliesLimits(t *testing.T) {
+	l := DefaultLimits()
+	l.MaxName = 4
+	frame := mustFrame(t, Header{}, &CancelRequest{Epoch: 1, Lockspace: "ls", Resource: "longer", Lock: 1})
+	if _, _, err := NewDecoder(l).DecodeFrame(frame); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("resource over MaxName: %v", err)
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	if err := DefaultLimits().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := []Limits{
+		{MaxFrame: 10, MaxName: 1, MaxLVB: 0, MaxRenew: 1},
+		{MaxFrame: 1 << 20, MaxName: 0, MaxLVB: 0, MaxRenew: 1},
+		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: -1, MaxRenew: 1},
+		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: 0, MaxRenew: 0},
+		{MaxFrame: 4096, MaxName: 256, MaxLVB: 4096, MaxRenew: 1},
+		{MaxFrame: 4096, MaxName: 256, MaxLVB: 64, MaxRenew: 1000},
+	}
+	for _, l := range bad {
+		if err := l.Validate(); err == nil {
+			t.Errorf("%+v accepted", l)
+		}
+	}
+}
+
+func TestReasonCoversSentinels(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range Reasons() {
+		if seen[r] {
+			t.Fatalf("duplicate reason %q", r)
+		}
+		seen[r] = true
+	}
+	if Reason(errors.New("x")) != "other" || Reason(ErrVersion) != "version" {
+		t.Fatal("Reason mapping broken")
+	}
+}
+
+// Steady traffic does not allocate for interned names; a resource name costs
+// one allocation.
+func TestDecodeAllocations(t *testing.T) {
+	frame := mustFrame(t, Header{ID: 1}, samples()[3])
+	d := NewDecoder(DefaultLimits())
+	if _, _, err := d.DecodeFrame(frame); err != nil {
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(100, func() {
+		if _, _, err := d.DecodeFrame(frame); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 1 {
+		t.Fatalf("decoding a lock request: %v allocs, want ≤ 1", n)
+	}
+}

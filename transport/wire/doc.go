@@ -1,0 +1,63 @@
+// Package wire defines the messages dlm nodes exchange and their frame
+// codec. It does no I/O: package transport moves the frames.
+//
+// # Frames
+//
+// A frame is a 4-byte big-endian length (of everything after it), a 10-byte
+// header and a msgpack body:
+//
+//	+--------+---------+------+------------+----------------------+
+//	| length | version | type | request id | body (msgpack array) |
+//	|  4 B   |   1 B   | 1 B  |  8 B (BE)  |  length - 10 bytes   |
+//	+--------+---------+------+------------+----------------------+
+//
+// The type byte's high bit is the reply flag. A request id of 0 marks a
+// one-way message; a request carries a non-zero id and its reply carries the
+// same id with the reply flag set (see Header).
+//
+// # Invariants
+//
+//   - A declared frame length above Limits.MaxFrame is refused by FrameLength
+//     before the frame is read or anything is allocated.
+//   - Bodies are decoded into concrete structs by hand-written code, never
+//     through interface{} or reflection. Every msgpack array, map, string or
+//     binary header is checked against the bytes that remain in the frame
+//     before anything is sliced or allocated (ErrDeclaredLength): a 5-byte
+//     array32 header declaring 20,000,000 elements costs nothing. This is the
+//     guard against the msgpack v5.4.1 unbounded-allocation bug; the decoder
+//     does not depend on any msgpack library for it.
+//   - Decoding allocates at most a small multiple of the frame size: strings
+//     (bounded by the frame) and a Renew's id slice (8 bytes per id, and each
+//     id takes at least one byte of the frame, bounded by Limits.MaxRenew).
+//   - Every decoded message is validated (Message.Validate) before Decode
+//     returns it; AppendFrame validates before encoding, so a node never sends
+//     a message its peer would refuse (a refused message would cost the whole
+//     connection).
+//   - Each kind of bad input has its own sentinel error (ErrFrameTooLarge,
+//     ErrTruncated, ErrVersion, ErrUnknownType, ErrTrailingBytes,
+//     ErrDeclaredLength, ErrMalformed, ErrInvalid); Reason turns one into a
+//     metric label. On error no message is returned.
+//   - Encoding picks the shortest msgpack form of each value; decoding accepts
+//     every form the msgpack spec allows (for example a uint64 written as 9
+//     bytes by a generic encoder), so the bodies are plain msgpack that any
+//     library can read and write. The tests check this against
+//     github.com/vmihailenco/msgpack/v5.
+//
+// # Lifetime of decoded messages
+//
+// A Decoder keeps one message per type and decodes into it, and the byte
+// slices of a decoded message (LVBs) alias the frame. So a message from
+// Decode is valid only until the next Decode on the same Decoder and while
+// the frame's buffer is unchanged: a handler that keeps a message, or its
+// LVB, past its call must copy it. Strings are always safe to keep. Names
+// that repeat (lockspaces, cluster and node names) are interned per Decoder
+// in a bounded table, so steady traffic does not allocate for them. For a
+// message that must outlive the buffer, DecodeOwned copies the payload first.
+//
+// # Adding a message type
+//
+// Add a Type constant (never renumber), a struct in its own file with Type,
+// Validate, name, appendBody and decodeBody, a case in newMessage, and a fuzz
+// target with seeds in fuzz_test.go. Fields are encoded as a msgpack array in
+// declaration order; changing a message's fields means a new protocol Version.
+package wire

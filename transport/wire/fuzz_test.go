@@ -1,0 +1,140 @@
+package wire
+
+import (
+	"bytes"
+	"reflect"
+	"runtime"
+	"testing"
+)
+
+// Allocation bound for decoding one frame: a Renew may allocate 8 bytes per
+// id and each id takes at least one byte of the frame, so 8 bytes per input
+// byte; the constant covers the Decoder, its message and its intern table.
+const (
+	allocPerByte = 8
+	allocConst   = 16 << 10
+)
+
+// decodeFunc is what a fuzz target decodes with; fresh decoders keep runs
+// independent of each other.
+type decodeFunc func(d *Decoder, in []byte) (Header, Message, error)
+
+func decodeFrame(d *Decoder, in []byte) (Header, Message, error) { return d.DecodeFrame(in) }
+
+// decodeBodyOf decodes in as the body of a one-way message of type t.
+func decodeBodyOf(t Type) decodeFunc {
+	return func(d *Decoder, in []byte) (Header, Message, error) {
+		return d.Decode(rawPayload(Version, byte(t), 0, in))
+	}
+}
+
+// checkDecode asserts the four properties every decoder must have.
+func checkDecode(t *testing.T, in []byte, decode decodeFunc) {
+	l := DefaultLimits()
+	h, m, err := decode(NewDecoder(l), in)
+	if err != nil {
+		if m != nil {
+			t.Fatalf("error %v returned with a message %#v", err, m)
+		}
+		if Reason(err) == "other" {
+			t.Fatalf("error %v is none of the package's sentinels", err)
+		}
+	} else {
+		checkRoundTrip(t, h, m)
+	}
+	checkAllocBound(t, in, decode)
+}
+
+// checkRoundTrip: a decoded message re-encodes, decodes to an equal message,
+// and re-encodes to the same bytes.
+func checkRoundTrip(t *testing.T, h Header, m Message) {
+	t.Helper()
+	l := DefaultLimits()
+	frame, err := AppendFrame(nil, h, m, &l)
+	if err != nil {
+		t.Fatalf("decoded %#v does not re-encode: %v", m, err)
+	}
+	h2, m2, err := NewDecoder(l).DecodeFrame(frame)
+	if err != nil {
+		t.Fatalf("re-encoded %#v does not decode: %v", m, err)
+	}
+	if h2 != h || !reflect.DeepEqual(m, m2) {
+		t.Fatalf("round trip changed the message:\n%+v %#v\n%+v %#v", h, m, h2, m2)
+	}
+	again, err := AppendFrame(nil, h2, m2, &l)
+	if err != nil || !bytes.Equal(frame, again) {
+		t.Fatalf("encoding is not stable: %x vs %x (%v)", frame, again, err)
+	}
+}
+
+// checkAllocBound measures the bytes decoding allocates. Other goroutines of
+// the test binary may allocate at the same time, so an excess is measured a
+// second time before it counts.
+func checkAllocBound(t *testing.T, in []byte, decode decodeFunc) {
+	t.Helper()
+	bound := uint64(allocPerByte*len(in) + allocConst)
+	var got uint64
+	for range 2 {
+		got = allocatedBy(func() { _, _, _ = decode(NewDecoder(DefaultLimits()), in) })
+		if got <= bound {
+			return
+		}
+	}
+	t.Fatalf("decoding %d bytes allocated %d bytes, bound %d", len(in), got, bound)
+}
+
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+func fuzzTarget(f *testing.F, name string, seeds map[string][]byte, decode decodeFunc) {
+	writeSeedFiles(f, name, seeds)
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) { checkDecode(t, in, decode) })
+}
+
+func FuzzDecodeFrame(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeFrame", frameSeeds(f), decodeFrame)
+}
+
+func FuzzDecodePing(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodePing", bodySeeds(TypePing), decodeBodyOf(TypePing))
+}
+
+func FuzzDecodeHello(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeHello", bodySeeds(TypeHello), decodeBodyOf(TypeHello))
+}
+
+func FuzzDecodeLockRequest(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeLockRequest", bodySeeds(TypeLockRequest), decodeBodyOf(TypeLockRequest))
+}
+
+func FuzzDecodeConvertRequest(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeConvertRequest", bodySeeds(TypeConvertRequest), decodeBodyOf(TypeConvertRequest))
+}
+
+func FuzzDecodeUnlockRequest(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeUnlockRequest", bodySeeds(TypeUnlockRequest), decodeBodyOf(TypeUnlockRequest))
+}
+
+func FuzzDecodeCancelRequest(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeCancelRequest", bodySeeds(TypeCancelRequest), decodeBodyOf(TypeCancelRequest))
+}
+
+func FuzzDecodeCompletion(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeCompletion", bodySeeds(TypeCompletion), decodeBodyOf(TypeCompletion))
+}
+
+func FuzzDecodeBlocking(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeBlocking", bodySeeds(TypeBlocking), decodeBodyOf(TypeBlocking))
+}
+
+func FuzzDecodeRenew(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeRenew", bodySeeds(TypeRenew), decodeBodyOf(TypeRenew))
+}

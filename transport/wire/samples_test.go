@@ -1,0 +1,126 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+var writeCorpus = flag.Bool("wire.writecorpus", false, "rewrite testdata/fuzz seed corpora from the seeds in the tests")
+
+// samples returns valid messages of every type, including edge values.
+func samples() []Message {
+	long := strings.Repeat("r", 256)
+	return []Message{
+		&Ping{},
+		&Hello{Version: Version, ClusterID: "prod-a", Node: "node-1", BootID: 0xdeadbeefcafe},
+		&Hello{Version: 200, ClusterID: strings.Repeat("c", MaxClusterID), Node: strings.Repeat("n", MaxNodeName), BootID: ^uint64(0)},
+		&LockRequest{Epoch: 1, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 0, Mode: modes.PR},
+		&LockRequest{Epoch: ^uint64(0), Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Lock: ^uint64(0), Owner: 1 << 40, Mode: modes.EX, Flags: 0xffffffff, Timeout: 1<<62 + 5, TTL: 30e9},
+		&ConvertRequest{Epoch: 3, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 9, Mode: modes.NL, LVB: []byte("value block"), LVBOp: LVBWrite},
+		&ConvertRequest{Epoch: 3, Lockspace: "fs1", Resource: "x", Lock: 8, Mode: modes.CW, Timeout: 1e9, LVBOp: LVBInvalidate},
+		&UnlockRequest{Epoch: 4, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 9, LVB: bytes.Repeat([]byte{0xab}, 4096), LVBOp: LVBWrite},
+		&UnlockRequest{Epoch: 4, Lockspace: "fs1", Resource: "inode/43", Lock: 70000},
+		&CancelRequest{Epoch: 5, Lockspace: "ls", Resource: "a/b/c", Lock: 1 << 33, Owner: 2},
+		&Completion{Epoch: 6, Lockspace: "fs1", Lock: 7, Status: StatusGranted, Mode: modes.PW, Token: 1<<48 | 17, LVB: []byte{1, 2, 3}, LVBSeq: 99, LVBFlags: LVBPresent | LVBValid},
+		&Completion{Epoch: 6, Lockspace: "fs1", Lock: 8, Status: StatusDeadlock, Mode: modes.NL, Demoted: true, Err: "conversion deadlock"},
+		&Completion{Epoch: 6, Lockspace: "fs1", Lock: 9, Status: StatusError, Err: strings.Repeat("e", MaxErr)},
+		&Blocking{Epoch: 7, Lockspace: "fs1", Lock: 7, Mode: modes.EX},
+		&Renew{Epoch: 8, Lockspace: "fs1", Locks: []uint64{1, 2, 300, 1 << 20, ^uint64(0)}},
+	}
+}
+
+func mustFrame(tb testing.TB, h Header, m Message) []byte {
+	tb.Helper()
+	l := DefaultLimits()
+	b, err := AppendFrame(nil, h, m, &l)
+	if err != nil {
+		tb.Fatalf("AppendFrame(%T): %v", m, err)
+	}
+	return b
+}
+
+// rawPayload builds a payload (no length prefix) from raw header bytes and a body.
+func rawPayload(version byte, typ byte, id uint64, body []byte) []byte {
+	p := []byte{version, typ}
+	p = binary.BigEndian.AppendUint64(p, id)
+	return append(p, body...)
+}
+
+// withPrefix puts a correct length prefix in front of a payload.
+func withPrefix(payload []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...)
+}
+
+// bomb is the regression input of membership.md §6: an array32 header that
+// declares 20,000,000 elements and has none after it.
+var bomb = []byte{mpArray32, 0x01, 0x31, 0x2d, 0x00}
+
+// frameSeeds are whole frames, valid and not, for FuzzDecodeFrame.
+func frameSeeds(tb testing.TB) map[string][]byte {
+	s := map[string][]byte{}
+	for i, m := range samples() {
+		s["valid-"+m.name()+"-"+strconv.Itoa(i)] = mustFrame(tb, Header{ID: uint64(i)}, m)
+	}
+	s["reply"] = mustFrame(tb, Header{ID: 77, Reply: true}, samples()[9])
+	renew := mustFrame(tb, Header{}, &Renew{Epoch: 1, Lockspace: "ls", Locks: []uint64{1}})
+	s["bomb-array32-renew"] = withPrefix(append(rawPayload(Version, byte(TypeRenew), 0, []byte{0x93, 1, 0xa2, 'l', 's'}), bomb...))
+	s["bomb-array32-body"] = withPrefix(rawPayload(Version, byte(TypeRenew), 0, bomb))
+	s["huge-length"] = []byte{0xff, 0xff, 0xff, 0xff, Version, byte(TypeLockRequest)}
+	s["short-prefix"] = []byte{0, 0}
+	s["truncated"] = renew[:len(renew)-1]
+	s["trailing"] = append(append([]byte(nil), renew...), 0)
+	s["wrong-version"] = withPrefix(rawPayload(9, byte(TypeRenew), 0, renew[PrefixSize+HeaderSize:]))
+	s["unknown-type"] = withPrefix(rawPayload(Version, 0x7f, 0, []byte{0x90}))
+	s["map-bomb"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{mpMap32, 0xff, 0xff, 0xff, 0xff}))
+	s["str-bomb"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x94, 1, mpStr32, 0x7f, 0xff, 0xff, 0xff}))
+	s["epoch-zero"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 0, 0xa1, 'x', 1, 5}))
+	s["bad-mode"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 1, 0xa1, 'x', 1, 6}))
+	return s
+}
+
+// bodySeeds are bodies for the per-type fuzz target of t.
+func bodySeeds(t Type) map[string][]byte {
+	s := map[string][]byte{
+		"bomb-array32": bomb,
+		"empty":        {},
+		"empty-array":  {0x90},
+		"map16-bomb":   {mpMap16, 0xff, 0xff},
+		"bin32-bomb":   {mpBin32, 0xff, 0xff, 0xff, 0xf0},
+	}
+	for i, m := range samples() {
+		if m.Type() != t {
+			continue
+		}
+		body := m.appendBody(nil)
+		s["valid-"+strconv.Itoa(i)] = body
+		s["truncated-"+strconv.Itoa(i)] = body[:len(body)/2]
+		s["trailing-"+strconv.Itoa(i)] = append(append([]byte(nil), body...), 0xc0)
+	}
+	return s
+}
+
+// writeSeedFiles writes seeds in the "go test fuzz v1" format under
+// testdata/fuzz/<target>, when -wire.writecorpus is given.
+func writeSeedFiles(tb testing.TB, target string, seeds map[string][]byte) {
+	if !*writeCorpus {
+		return
+	}
+	dir := filepath.Join("testdata", "fuzz", target)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	for name, b := range seeds {
+		text := "go test fuzz v1\n[]byte(" + strconv.Quote(string(b)) + ")\n"
+		if err := os.WriteFile(filepath.Join(dir, "seed-"+name), []byte(text), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package wire
+
+import "fmt"
+
+// Version is the protocol version this build speaks. It is the first byte of
+// every frame header and the Version of the Hello a node sends; a peer with
+// another version is refused at the handshake.
+const Version = 1
+
+// Type identifies a message. It occupies the low 7 bits of the header's type
+// byte; the high bit is the reply flag.
+type Type uint8
+
+// Message types. Values are part of the protocol: never renumber one, only
+// append.
+const (
+	TypePing           Type = 1 // connection heartbeat, handled by the links
+	TypeHello          Type = 2 // connection handshake
+	TypeLockRequest    Type = 3
+	TypeConvertRequest Type = 4
+	TypeUnlockRequest  Type = 5
+	TypeCancelRequest  Type = 6
+	TypeCompletion     Type = 7
+	TypeBlocking       Type = 8
+	TypeRenew          Type = 9
+
+	// typeEnd is one past the last type; arrays indexed by Type use it.
+	typeEnd Type = 10
+)
+
+// NumTypes is the size of an array indexed by Type.
+const NumTypes = int(typeEnd)
+
+// replyFlag marks, in the header's type byte, a frame that answers a request.
+const replyFlag = 0x80
+
+// newMessage returns a zero message of type t, or nil for a type this build
+// does not know. It is the one table a new message type is added to.
+func newMessage(t Type) Message {
+	switch t {
+	case TypePing:
+		return new(Ping)
+	case TypeHello:
+		return new(Hello)
+	case TypeLockRequest:
+		return new(LockRequest)
+	case TypeConvertRequest:
+		return new(ConvertRequest)
+	case TypeUnlockRequest:
+		return new(UnlockRequest)
+	case TypeCancelRequest:
+		return new(CancelRequest)
+	case TypeCompletion:
+		return new(Completion)
+	case TypeBlocking:
+		return new(Blocking)
+	case TypeRenew:
+		return new(Renew)
+	}
+	return nil
+}
+
+// Known reports whether t is a message type this build can decode.
+func (t Type) Known() bool { return t > 0 && t < typeEnd }
+
+// New returns a new zero message of type t, or nil if t is unknown.
+func (t Type) New() Message { return newMessage(t) }
+
+// String returns a short lower-case name, used as a metric label.
+func (t Type) String() string {
+	if m := newMessage(t); m != nil {
+		return m.name()
+	}
+	return fmt.Sprintf("type_%d", uint8(t))
+}
+
+// Message is one protocol message. The set is closed: every implementation is
+// in this package, so that the codec, validation and fuzz targets of a message
+// live next to each other. To add a message type: give it a constant above,
+// a struct in its own file with these methods, a case in newMessage, and a
+// fuzz target with seeds.
+type Message interface {
+	// Type returns the message's type.
+	Type() Type
+	// Validate checks the message against the protocol rules and l. The
+	// decoder calls it on every message it hands out; AppendFrame calls it
+	// before encoding, so a node never sends what its peer would refuse.
+	Validate(l *Limits) error
+
+	name() string
+	// appendBody appends the msgpack body. It never fails: Validate first.
+	appendBody(b []byte) []byte
+	// decodeBody overwrites the message with the body read from r. Byte
+	// slices alias r's input.
+	decodeBody(r *reader, d *Decoder) error
+}

@@ -1,0 +1,69 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+func checkName(field, s string, max int) error {
+	if len(s) == 0 || len(s) > max {
+		return fmt.Errorf("%w: %s must be 1..%d bytes, is %d", ErrInvalid, field, max, len(s))
+	}
+	return nil
+}
+
+func checkEpoch(e uint64) error {
+	if e == 0 {
+		return fmt.Errorf("%w: epoch must be at least 1", ErrInvalid)
+	}
+	return nil
+}
+
+func checkLock(id uint64) error {
+	if id == 0 {
+		return fmt.Errorf("%w: lock id 0 is reserved", ErrInvalid)
+	}
+	return nil
+}
+
+func checkMode(m modes.Mode) error {
+	if !m.Valid() {
+		return fmt.Errorf("%w: mode %d out of range", ErrInvalid, uint8(m))
+	}
+	return nil
+}
+
+func checkDuration(field string, ns int64) error {
+	if ns < 0 {
+		return fmt.Errorf("%w: %s is negative (%d)", ErrInvalid, field, ns)
+	}
+	return nil
+}
+
+// checkTarget validates the fields every lock operation names its lock by.
+func checkTarget(epoch uint64, lockspace, resource string, lock uint64, l *Limits) error {
+	if err := checkEpoch(epoch); err != nil {
+		return err
+	}
+	if err := checkName("lockspace", lockspace, MaxLockspace); err != nil {
+		return err
+	}
+	if err := checkName("resource", resource, l.MaxName); err != nil {
+		return err
+	}
+	return checkLock(lock)
+}
+
+func checkLVB(lvb []byte, op LVBOp, l *Limits) error {
+	if len(lvb) > l.MaxLVB {
+		return fmt.Errorf("%w: LVB of %d bytes, limit %d", ErrInvalid, len(lvb), l.MaxLVB)
+	}
+	if op > LVBInvalidate {
+		return fmt.Errorf("%w: unknown LVB operation %d", ErrInvalid, uint8(op))
+	}
+	if len(lvb) > 0 && op != LVBWrite {
+		return fmt.Errorf("%w: LVB bytes without LVBWrite", ErrInvalid)
+	}
+	return nil
+}
