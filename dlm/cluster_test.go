@@ -1,0 +1,243 @@
+package dlm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seed-a6839e30/dlm/master"
+	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/memnet"
+)
+
+// cluster is a test cluster of nodes in this process, over the in-process
+// network (inside a synctest bubble) or over real loopback TCP.
+type cluster struct {
+	t     testing.TB
+	net   *memnet.Network // nil over TCP
+	nodes []*Node
+	ls    []*Lockspace // lockspace "test" on each node
+}
+
+func nodeNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return names
+}
+
+// startMem starts an n-node cluster on memnet. Call it inside synctest.
+func startMem(t testing.TB, n int, mut func(*Config)) *cluster {
+	t.Helper()
+	net, err := memnet.New(memnet.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, net: net}
+	names := nodeNames(n)
+	mns := make([]*memnet.Node, n)
+	var seeds []string
+	for i, name := range names {
+		if mns[i], err = net.AddNode(name); err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, name+"/"+mns[i].GossipAddr())
+	}
+	c.start(names, func(i int, cfg *Config) {
+		cfg.Streams = mns[i].StreamLayer()
+		cfg.GossipTransport = mns[i].Transport()
+		cfg.Seeds = seeds
+		if mut != nil {
+			mut(cfg)
+		}
+	})
+	return c
+}
+
+// startTCP starts an n-node cluster over loopback TCP with real time.
+func startTCP(t testing.TB, n int, mut func(*Config)) *cluster {
+	t.Helper()
+	c := &cluster{t: t}
+	names := nodeNames(n)
+	// Gossip ports are picked first, so every node can list every other as
+	// a seed before any of them starts (Start waits for all members).
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
+	c.start(names, func(i int, cfg *Config) {
+		cfg.GossipAddr = addrs[i]
+		cfg.Seeds = addrs
+		if mut != nil {
+			mut(cfg)
+		}
+	})
+	return c
+}
+
+// freePort returns a loopback port that was free a moment ago, for
+// memberlist, which binds UDP and TCP on one port.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// start starts one node per name concurrently (each waits for the others)
+// and opens lockspace "test" on each.
+func (c *cluster) start(names []string, configure func(int, *Config)) {
+	c.t.Helper()
+	c.nodes = make([]*Node, len(names))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var g errgroup.Group
+	for i, name := range names {
+		cfg := DefaultConfig()
+		cfg.Name, cfg.Members, cfg.ClusterID = name, names, "test"
+		configure(i, &cfg)
+		g.Go(func() error {
+			nd, err := Start(ctx, cfg)
+			c.nodes[i] = nd
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		c.close()
+		c.t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		ls, err := nd.Lockspace("test")
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.ls = append(c.ls, ls)
+	}
+}
+
+func (c *cluster) close() {
+	for _, nd := range c.nodes {
+		if nd != nil {
+			_ = nd.Close()
+		}
+	}
+	if c.net != nil {
+		c.net.Close()
+		// memberlist's Shutdown does not wait for its probe and stream
+		// goroutines; they end on their own timers, which in a synctest
+		// bubble run only while the test does.
+		time.Sleep(3 * time.Second)
+	}
+}
+
+// resourceOn returns a resource name (with the given prefix) that node
+// idx masters.
+func (c *cluster) resourceOn(idx int, prefix string) string {
+	c.t.Helper()
+	for i := range 10000 {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if c.ls[0].MasterOf(name) == c.nodes[idx].Name() {
+			return name
+		}
+	}
+	c.t.Fatalf("no resource mastered by %s", c.nodes[idx].Name())
+	return ""
+}
+
+// both runs a cluster test over memnet in synctest and over loopback TCP,
+// with 3 and 5 nodes.
+func both(t *testing.T, f func(t *testing.T, c *cluster)) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("memnet-%d", n), func(t *testing.T) {
+			synctestRun(t, func(t *testing.T) {
+				c := startMem(t, n, nil)
+				defer c.close()
+				f(t, c)
+			})
+		})
+		t.Run(fmt.Sprintf("tcp-%d", n), func(t *testing.T) {
+			c := startTCP(t, n, nil)
+			defer c.close()
+			f(t, c)
+		})
+	}
+}
+
+// settle waits until the cluster has nothing more to do: in a synctest
+// bubble, until every goroutine is blocked; over TCP, until cond holds.
+func (c *cluster) settle(cond func() bool) {
+	c.t.Helper()
+	if c.net != nil {
+		synctestWait()
+		if cond != nil && !cond() {
+			c.t.Fatal("condition does not hold once the cluster is idle")
+		}
+		return
+	}
+	if cond == nil {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatal("condition did not hold within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued reports whether resource has n requests queued at its master.
+func (c *cluster) queued(resource string, n int) func() bool {
+	return func() bool {
+		for _, ls := range c.ls {
+			if rs, ok := ls.Dump(resource); ok {
+				q := 0
+				for _, l := range rs.Locks {
+					if l.Queue != master.QueueGranted {
+						q++
+					}
+				}
+				return q == n
+			}
+		}
+		return n == 0
+	}
+}
+
+// free reports whether no lock is left on resource at its master.
+func (c *cluster) free(resource string) func() bool {
+	return func() bool {
+		for _, ls := range c.ls {
+			if _, ok := ls.Dump(resource); ok {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+var bg = context.Background()
+
+func mustLock(t testing.TB, ls *Lockspace, res string, mode modes.Mode, opts ...LockOption) *Lock {
+	t.Helper()
+	lk, err := ls.Lock(bg, res, mode, opts...)
+	if err != nil {
+		t.Fatalf("%s: lock %s %v: %v", ls.node.Name(), res, mode, err)
+	}
+	return lk
+}
+
+func mustUnlock(t testing.TB, lk *Lock) {
+	t.Helper()
+	if err := lk.Unlock(); err != nil {
+		t.Fatalf("unlock %s: %v", lk.Resource(), err)
+	}
+}

@@ -1,0 +1,236 @@
+package dlm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed-a6839e30/dlm/master"
+	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Config configures a node. Start from DefaultConfig and set at least Name,
+// Members and the addresses.
+type Config struct {
+	// Name is this node's name, unique in the cluster (memberlist's node
+	// name). It must be one of Members.
+	Name string
+	// ClusterID names the cluster; nodes of another cluster are refused, on
+	// gossip and on lock traffic.
+	ClusterID string
+	// Members is the configured membership: every node that may be part of
+	// the cluster, by name. Start waits until all of them are up; recovery
+	// counts a quorum against it.
+	Members []string
+	// Seeds are gossip addresses ("host:port") of other nodes to join.
+	// Empty for the first node of a cluster.
+	Seeds []string
+
+	// LinkAddr is where lock traffic is accepted ("host:port"; port 0 picks
+	// one). Ignored when Streams is set.
+	LinkAddr string
+	// GossipAddr is where memberlist binds ("host:port"; port 0 picks one).
+	// Ignored when GossipTransport is set.
+	GossipAddr string
+	// TLS, when set, turns on mutual TLS for lock traffic: this node's
+	// certificate and the cluster's CAs; peers without a certificate from
+	// those CAs are refused.
+	TLS *transport.TLSConfig
+	// GossipKey, when set (16, 24 or 32 bytes), encrypts gossip with AES-GCM.
+	GossipKey []byte
+
+	// Streams replaces the TCP listener for lock traffic (tests use the
+	// in-process network, transport/memnet).
+	Streams transport.StreamLayer
+	// GossipTransport replaces memberlist's UDP/TCP transport (memnet too).
+	GossipTransport memberlist.NodeAwareTransport
+
+	// DefaultLockspace configures lockspaces not named in Lockspaces.
+	DefaultLockspace LockspaceConfig
+	// Lockspaces configures named lockspaces. Every node must agree on them:
+	// the master of a resource enforces its own lockspace's limits.
+	Lockspaces map[string]LockspaceConfig
+
+	// MaxLocks caps the locks this node holds or waits for, in all
+	// lockspaces, so a runaway client gets ErrLimit instead of exhausting
+	// memory. Zero means no limit.
+	MaxLocks int
+	// Shards is the number of independent lock tables (each with its own
+	// mutex) per lockspace, a power of two up to 256. More shards, less
+	// contention between goroutines locking different resources.
+	Shards int
+	// TickInterval is how often queued requests are checked for timeouts and
+	// TTL locks for expiry. It bounds how late a timeout fires.
+	TickInterval time.Duration
+	// ClockDrift is the largest rate error assumed between two nodes'
+	// clocks (0.01 = 1%). A TTL holder considers its lock lost this much
+	// earlier, so it stops before any master could release the lock.
+	ClockDrift float64
+
+	// Membership tunes failure detection; see transport/membership.
+	ProbeInterval time.Duration
+	// ProbeTimeout: see ProbeInterval.
+	ProbeTimeout time.Duration
+
+	// Logger receives the node's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the node's metrics; nil registers none. Wrap it
+	// with a node label to run several nodes in one process.
+	Registerer prometheus.Registerer
+}
+
+// LockspaceConfig configures one lockspace (an independent namespace of
+// resources).
+type LockspaceConfig struct {
+	// MaxLVB is the largest lock value block, in bytes (VMS: 16 or 64;
+	// Linux: lvblen). At most 4096.
+	MaxLVB int
+	// MaxNameLen caps resource names, in bytes. At most 4096.
+	MaxNameLen int
+	// MaxWaitersPerResource caps the requests queued on one resource; more
+	// get ErrLimit. Zero means no limit.
+	MaxWaitersPerResource int
+	// MaxLocksPerNode caps the locks one node may have mastered here in this
+	// lockspace. Zero means no limit.
+	MaxLocksPerNode int
+}
+
+// DefaultConfig returns a configuration for a node on loopback with
+// ephemeral ports. Name and Members must still be set.
+func DefaultConfig() Config {
+	return Config{
+		ClusterID:        "dlm",
+		LinkAddr:         "127.0.0.1:0",
+		GossipAddr:       "127.0.0.1:0",
+		DefaultLockspace: DefaultLockspaceConfig(),
+		MaxLocks:         1 << 20,
+		Shards:           16,
+		TickInterval:     5 * time.Millisecond,
+		ClockDrift:       0.01,
+		ProbeInterval:    200 * time.Millisecond,
+		ProbeTimeout:     100 * time.Millisecond,
+	}
+}
+
+// DefaultLockspaceConfig returns the limits of a lockspace unless configured
+// otherwise.
+func DefaultLockspaceConfig() LockspaceConfig {
+	d := master.DefaultConfig()
+	return LockspaceConfig{
+		MaxLVB:                d.MaxLVB,
+		MaxNameLen:            d.MaxNameLen,
+		MaxWaitersPerResource: d.MaxWaitersPerResource,
+		MaxLocksPerNode:       d.MaxLocksPerNode,
+	}
+}
+
+// ErrInvalidConfig is wrapped by every error Validate returns.
+var ErrInvalidConfig = errors.New("dlm: invalid config")
+
+// Validate reports what is wrong with the configuration, if anything.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.Name == "" || len(c.Name) > wire.MaxNodeName {
+		bad("Name must be 1..%d bytes", wire.MaxNodeName)
+	}
+	if c.ClusterID == "" || len(c.ClusterID) > wire.MaxClusterID {
+		bad("ClusterID must be 1..%d bytes", wire.MaxClusterID)
+	}
+	c.validateMembers(bad)
+	if c.Streams == nil && c.LinkAddr == "" {
+		bad("LinkAddr or Streams is required")
+	}
+	if c.GossipTransport == nil && c.GossipAddr == "" {
+		bad("GossipAddr or GossipTransport is required")
+	}
+	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		bad("GossipKey must be 16, 24 or 32 bytes, not %d", n)
+	}
+	if err := c.DefaultLockspace.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: DefaultLockspace: %w", ErrInvalidConfig, err))
+	}
+	for name, ls := range c.Lockspaces {
+		if err := checkLockspaceName(name); err != nil {
+			bad("lockspace %q: %v", name, err)
+		}
+		if err := ls.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: lockspace %q: %w", ErrInvalidConfig, name, err))
+		}
+	}
+	if c.MaxLocks < 0 {
+		bad("MaxLocks must not be negative")
+	}
+	if c.Shards < 1 || c.Shards > 256 || c.Shards&(c.Shards-1) != 0 {
+		bad("Shards must be a power of two in 1..256, not %d", c.Shards)
+	}
+	if c.TickInterval <= 0 {
+		bad("TickInterval must be positive")
+	}
+	if c.ClockDrift < 0 || c.ClockDrift >= 0.5 {
+		bad("ClockDrift must be in [0, 0.5)")
+	}
+	if c.ProbeInterval <= 0 || c.ProbeTimeout <= 0 || c.ProbeTimeout > c.ProbeInterval {
+		bad("need 0 < ProbeTimeout <= ProbeInterval")
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) validateMembers(bad func(string, ...any)) {
+	if len(c.Members) == 0 {
+		bad("Members must list the cluster's nodes")
+		return
+	}
+	seen := map[string]bool{}
+	ids := map[uint32]string{}
+	for _, m := range c.Members {
+		if m == "" || len(m) > wire.MaxNodeName {
+			bad("member name %q must be 1..%d bytes", m, wire.MaxNodeName)
+		}
+		if seen[m] {
+			bad("member %q listed twice", m)
+		}
+		seen[m] = true
+		id := uint32(nodeID(m))
+		if other, dup := ids[id]; dup {
+			bad("members %q and %q hash to the same node id; rename one", other, m)
+		}
+		ids[id] = m
+	}
+	if !seen[c.Name] {
+		bad("Name %q is not one of Members", c.Name)
+	}
+}
+
+// Validate reports what is wrong with the lockspace configuration.
+func (c LockspaceConfig) Validate() error { return c.tableConfig().Validate() }
+
+func (c LockspaceConfig) tableConfig() master.Config {
+	return master.Config{
+		MaxNameLen:            c.MaxNameLen,
+		MaxLVB:                c.MaxLVB,
+		MaxLocksPerNode:       c.MaxLocksPerNode,
+		MaxWaitersPerResource: c.MaxWaitersPerResource,
+	}
+}
+
+func (c *Config) lockspace(name string) LockspaceConfig {
+	if ls, ok := c.Lockspaces[name]; ok {
+		return ls
+	}
+	return c.DefaultLockspace
+}
+
+func checkLockspaceName(name string) error {
+	if name == "" || len(name) > wire.MaxLockspace {
+		return fmt.Errorf("%w: lockspace name must be 1..%d bytes", ErrInvalidName, wire.MaxLockspace)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package dlm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/seed-a6839e30/dlm/master"
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// Errors. Check them with errors.Is: most are wrapped with detail.
+var (
+	// ErrNotQueued: a TryLock (or a try-convert) could not be granted at
+	// once, and was not queued.
+	ErrNotQueued = errors.New("dlm: lock not available")
+	// ErrDeadlock: the request would deadlock: a conversion deadlock on one
+	// resource, or a cycle of owners waiting for each other. The lock, if
+	// any, keeps the mode it had.
+	ErrDeadlock = errors.New("dlm: deadlock")
+	// ErrLockLost: the lock can no longer be trusted: its TTL ran out, its
+	// node lost contact with the cluster, or its master forgot it. Whatever
+	// it protected may now be held by someone else; fencing tokens tell.
+	ErrLockLost = errors.New("dlm: lock lost")
+	// ErrNoQuorum: this node cannot reach a majority of the cluster, so it
+	// grants nothing and reports held locks lost.
+	ErrNoQuorum = errors.New("dlm: no quorum")
+	// ErrClosed: the node, or the lock, has been closed or released.
+	ErrClosed = errors.New("dlm: closed")
+	// ErrNotHeld: an operation on a lock that was already unlocked (a double
+	// unlock) or never granted.
+	ErrNotHeld = errors.New("dlm: lock not held")
+	// ErrBusy: another operation on the same lock is still in progress.
+	ErrBusy = errors.New("dlm: lock busy with another operation")
+	// ErrInvalidMode: a mode outside NL..EX. It wraps modes.ErrInvalidMode.
+	ErrInvalidMode = fmt.Errorf("dlm: %w", modes.ErrInvalidMode)
+	// ErrInvalidName: an empty or over-long resource or lockspace name.
+	ErrInvalidName = errors.New("dlm: invalid name")
+	// ErrInvalidArgument: an option or argument that makes no sense (a
+	// negative TTL, EXPEDITE on a mode other than NL, ...).
+	ErrInvalidArgument = errors.New("dlm: invalid argument")
+	// ErrLimit: a configured limit would be exceeded: locks per node,
+	// waiters per resource, value block size. Nothing was queued.
+	ErrLimit = errors.New("dlm: limit exceeded")
+	// ErrUnavailable: the resource's master cannot be reached right now.
+	ErrUnavailable = errors.New("dlm: master unavailable")
+	// ErrReentrantMode: a reentrant owner asked again for a resource it
+	// already holds in a weaker mode; convert the lock instead.
+	ErrReentrantMode = errors.New("dlm: owner holds the resource in a weaker mode")
+	// ErrTimeout: a request waited past its deadline. It also matches
+	// context.DeadlineExceeded when the deadline came from the context.
+	ErrTimeout = errors.New("dlm: timed out")
+	// ErrCancelled: the request was cancelled. It also matches
+	// context.Canceled when the context was cancelled.
+	ErrCancelled = errors.New("dlm: cancelled")
+)
+
+// fromMaster turns an error of the lock table into the public error.
+func fromMaster(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pub error
+	switch {
+	case errors.Is(err, master.ErrNotQueued):
+		pub = ErrNotQueued
+	case errors.Is(err, master.ErrDeadlock):
+		pub = ErrDeadlock
+	case errors.Is(err, master.ErrTimeout):
+		pub = ErrTimeout
+	case errors.Is(err, master.ErrCancelled):
+		pub = ErrCancelled
+	case errors.Is(err, master.ErrExpired), errors.Is(err, master.ErrPurged):
+		pub = ErrLockLost
+	case errors.Is(err, master.ErrLimit), errors.Is(err, master.ErrLVBTooLarge):
+		pub = ErrLimit
+	case errors.Is(err, master.ErrInvalidMode):
+		pub = ErrInvalidMode
+	case errors.Is(err, master.ErrEmptyName), errors.Is(err, master.ErrNameTooLong):
+		pub = ErrInvalidName
+	case errors.Is(err, master.ErrInvalidFlags):
+		pub = ErrInvalidArgument
+	case errors.Is(err, master.ErrReleased), errors.Is(err, master.ErrUnknownLock),
+		errors.Is(err, master.ErrNotGranted):
+		pub = ErrNotHeld
+	case errors.Is(err, master.ErrConvertPending):
+		pub = ErrBusy
+	default:
+		return fmt.Errorf("dlm: %w", err)
+	}
+	if pub.Error() == err.Error() {
+		return pub
+	}
+	return fmt.Errorf("%w (%v)", pub, err)
+}
+
+// masterSentinels are the table errors a master sends back by name in a
+// Completion, so the requester can rebuild the sentinel.
+var masterSentinels = []error{
+	master.ErrNotQueued, master.ErrDeadlock, master.ErrTimeout, master.ErrCancelled,
+	master.ErrExpired, master.ErrPurged, master.ErrLimit, master.ErrLVBTooLarge,
+	master.ErrInvalidMode, master.ErrEmptyName, master.ErrNameTooLong,
+	master.ErrInvalidFlags, master.ErrReleased, master.ErrUnknownLock,
+	master.ErrNotGranted, master.ErrConvertPending, master.ErrLockExists,
+	master.ErrNotOwner, master.ErrIncompatible,
+}
+
+// remoteError rebuilds the public error from the text a master sent.
+func remoteError(text string) error {
+	for _, s := range masterSentinels {
+		if len(text) >= len(s.Error()) && text[:len(s.Error())] == s.Error() {
+			return fromMaster(fmt.Errorf("%w%s", s, text[len(s.Error()):]))
+		}
+	}
+	return fmt.Errorf("dlm: master refused: %s", text)
+}

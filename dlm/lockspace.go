@@ -1,0 +1,267 @@
+package dlm
+
+import (
+	"errors"
+	"math/bits"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/seed-a6839e30/dlm/master"
+	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Lockspace is an independent namespace of resources with its own limits
+// (the size of its value blocks, above all). Get one from Node.Lockspace.
+type Lockspace struct {
+	node      *Node
+	name      string
+	cfg       LockspaceConfig
+	seed      uint64 // mixed into resource hashes
+	shards    []*shard
+	shardBits int
+}
+
+// A shard is one slice of a lockspace, chosen by resource hash: the lock
+// table of the resources this node masters in the slice, and this node's
+// own locks on resources in the slice. One mutex guards both, so the effects
+// of a table call reach this node's locks without taking another lock, and
+// goroutines working on different shards do not contend.
+type shard struct {
+	mu    sync.Mutex
+	idx   uint64
+	table *master.Table
+	locks map[uint64]*Lock // this node's locks, by id
+	// demoted remembers locks of other nodes demoted to NL (CONVDEADLK)
+	// while their conversion waits, to say so when it ends.
+	demoted map[master.LockID]bool
+	// releases queues releases decided while effects are delivered (a
+	// request given up on that was granted after all).
+	releases []master.Release
+
+	// Scratch messages: sending under mu encodes them at once, so one of
+	// each per shard saves an allocation per message.
+	comp wire.Completion
+	blk  wire.Blocking
+	req  wire.LockRequest
+	conv wire.ConvertRequest
+	unl  wire.UnlockRequest
+	can  wire.CancelRequest
+	_    [64]byte // keep shards' hot fields on separate cache lines
+}
+
+func newLockspace(n *Node, name string, cfg LockspaceConfig) *Lockspace {
+	ls := &Lockspace{node: n, name: name, cfg: cfg, seed: xxhash.Sum64String(name)}
+	ls.shardBits = bits.TrailingZeros(uint(n.cfg.Shards))
+	for i := range n.cfg.Shards {
+		ls.shards = append(ls.shards, &shard{
+			idx: uint64(i), table: master.New(cfg.tableConfig()),
+			locks: map[uint64]*Lock{}, demoted: map[master.LockID]bool{},
+		})
+	}
+	return ls
+}
+
+// Name returns the lockspace's name.
+func (ls *Lockspace) Name() string { return ls.name }
+
+// shardOf picks the shard of a resource hash (top bits; the low bits pick
+// the master).
+func (ls *Lockspace) shardOf(h uint64) *shard {
+	if ls.shardBits == 0 {
+		return ls.shards[0]
+	}
+	return ls.shards[h>>(64-ls.shardBits)]
+}
+
+// shardOfLock finds the shard of one of this node's locks from its id,
+// whose low bits hold the shard index: a completion names only the lock.
+func (ls *Lockspace) shardOfLock(id uint64) *shard {
+	return ls.shards[id&uint64(len(ls.shards)-1)]
+}
+
+// newLockID hands out an id for a lock in shard sh: increasing, never
+// reused by this process, with the shard in the low 8 bits.
+func (n *Node) newLockID(sh *shard) uint64 {
+	return n.nextLockID.Add(1)<<8 | sh.idx
+}
+
+// --- master side: the table, for this node's locks and other nodes' alike.
+
+// tableRequest, tableConvert, tableRelease and tableCancel run one call on
+// the shard's table with the clock brought up to date, and deliver the
+// effects. Callers hold sh.mu.
+func (ls *Lockspace) tableRequest(sh *shard, req master.Request) (master.Result, error) {
+	sh.table.Tick(ls.node.now())
+	res, err := sh.table.Request(req)
+	ls.deliver(sh)
+	return res, err
+}
+
+func (ls *Lockspace) tableConvert(sh *shard, c master.Convert) (master.Result, error) {
+	sh.table.Tick(ls.node.now())
+	res, err := sh.table.Convert(c)
+	if err == nil && res.Status == master.Queued && res.Demoted && c.Lock.Node != ls.node.self.id {
+		sh.demoted[c.Lock] = true
+	}
+	ls.deliver(sh)
+	return res, err
+}
+
+func (ls *Lockspace) tableRelease(sh *shard, r master.Release) error {
+	err := sh.table.Release(r)
+	ls.deliver(sh)
+	return err
+}
+
+func (ls *Lockspace) tableCancel(sh *shard, id master.LockID, owner master.OwnerID) error {
+	err := sh.table.Cancel(id, owner)
+	ls.deliver(sh)
+	return err
+}
+
+func (ls *Lockspace) tick() {
+	now := ls.node.now()
+	for _, sh := range ls.shards {
+		sh.mu.Lock()
+		sh.table.Tick(now)
+		ls.deliver(sh)
+		sh.mu.Unlock()
+	}
+}
+
+// deliver hands the table's effects to the locks they are about: this
+// node's locks directly, other nodes' by message. Caller holds sh.mu.
+func (ls *Lockspace) deliver(sh *shard) {
+	self := ls.node.self.id
+	for sh.table.PendingEffects() > 0 {
+		effs := sh.table.Effects()
+		for i := range effs {
+			if e := &effs[i]; e.Lock.Node == self {
+				ls.deliverLocal(sh, e)
+			} else {
+				ls.deliverRemote(sh, e)
+			}
+		}
+		// Effects may not call the table while the batch is read; what they
+		// had to release waits here, and may cause effects of its own.
+		for len(sh.releases) > 0 {
+			r := sh.releases[len(sh.releases)-1]
+			sh.releases = sh.releases[:len(sh.releases)-1]
+			_ = sh.table.Release(r)
+		}
+	}
+}
+
+func (ls *Lockspace) deliverLocal(sh *shard, e *master.Effect) {
+	lk := sh.locks[e.Lock.ID]
+	if lk == nil {
+		return // the lock was given up while its answer was on the way
+	}
+	switch e.Kind {
+	case master.EffectGranted:
+		lk.finish(sh, outcome{granted: true, mode: e.Mode, token: e.Token, lvbRead: e.LVBRead, lvb: e.LVB.Data, lvbSeq: e.LVB.Seq, lvbValid: e.LVB.Valid})
+	case master.EffectFailed:
+		lk.finish(sh, outcome{mode: e.Mode, err: fromMaster(e.Err)})
+	case master.EffectBlocking:
+		lk.blocked(e.Mode)
+	case master.EffectReleased:
+		lk.released(sh, fromMaster(e.Err))
+	}
+}
+
+func (ls *Lockspace) deliverRemote(sh *shard, e *master.Effect) {
+	m := ls.node.view.Load().byID[e.Lock.Node]
+	if m == nil {
+		return // not a member any more; recovery purges its locks
+	}
+	var msg wire.Message
+	if e.Kind == master.EffectBlocking {
+		sh.blk = wire.Blocking{Epoch: firstEpoch, Lockspace: ls.name, Lock: e.Lock.ID, Mode: e.Mode}
+		msg = &sh.blk
+	} else {
+		c := &sh.comp
+		*c = wire.Completion{Epoch: firstEpoch, Lockspace: ls.name, Lock: e.Lock.ID, Mode: e.Mode, Token: e.Token}
+		switch e.Kind {
+		case master.EffectGranted:
+			c.Status = wire.StatusGranted
+			setCompletionLVB(c, e.LVBRead, e.LVB)
+		default:
+			c.Status, c.Err = statusOf(e.Err)
+		}
+		if sh.demoted[e.Lock] {
+			c.Demoted = true
+			delete(sh.demoted, e.Lock)
+		}
+		msg = c
+	}
+	if err := ls.node.links.Send(m.name, msg); err != nil {
+		ls.node.log.Debug("effect not sent", "peer", m.name, "lock", e.Lock, "err", err)
+	}
+}
+
+func setCompletionLVB(c *wire.Completion, read bool, v master.LVB) {
+	if !read {
+		return
+	}
+	c.LVB, c.LVBSeq, c.LVBFlags = v.Data, v.Seq, wire.LVBPresent
+	if v.Valid {
+		c.LVBFlags |= wire.LVBValid
+	}
+}
+
+// statusOf maps a table error to the status a completion carries, and the
+// text that lets the requester rebuild the error.
+func statusOf(err error) (wire.Status, string) {
+	switch pub := fromMaster(err); {
+	case err == nil:
+		return wire.StatusGranted, ""
+	case pub == ErrNotQueued:
+		return wire.StatusNotQueued, ""
+	case errors.Is(pub, ErrDeadlock):
+		return wire.StatusDeadlock, ""
+	case errors.Is(pub, ErrTimeout):
+		return wire.StatusTimeout, ""
+	case errors.Is(pub, ErrCancelled):
+		return wire.StatusCancelled, ""
+	case errors.Is(err, master.ErrExpired):
+		return wire.StatusExpired, ""
+	}
+	text := err.Error()
+	if len(text) > wire.MaxErr {
+		text = text[:wire.MaxErr]
+	}
+	return wire.StatusError, text
+}
+
+// releaseAll settles every lock of this node in the lockspace as the node
+// closes: granted ones are released, queued ones cancelled, and their
+// holders told (ErrClosed, Lost).
+func (ls *Lockspace) releaseAll() {
+	for _, sh := range ls.shards {
+		sh.mu.Lock()
+		for _, lk := range sh.locks {
+			lk.closeLocked(sh)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// modeWrites reports whether a lock held in m writes its value back.
+func modeWrites(m modes.Mode) bool { return m == modes.PW || m == modes.EX }
+
+// MasterOf returns the name of the node that masters resource in the
+// current view.
+func (ls *Lockspace) MasterOf(resource string) string {
+	return ls.node.view.Load().masterOf(resourceHash(ls.seed, resource)).name
+}
+
+// Dump returns the state of resource if this node masters it and it has
+// locks: its value block and its queues (the lock dump of dlm_tool).
+func (ls *Lockspace) Dump(resource string) (master.ResourceState, bool) {
+	sh := ls.shardOf(resourceHash(ls.seed, resource))
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.table.Resource(resource)
+}

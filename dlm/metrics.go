@@ -1,0 +1,163 @@
+package dlm
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// Operations counted by dlm_requests_total.
+const (
+	opLock = iota
+	opConvert
+	opUnlock
+	opCount
+)
+
+var opNames = [opCount]string{"lock", "convert", "unlock"}
+
+// Results counted by dlm_requests_total.
+const (
+	resOK = iota
+	resNotQueued
+	resDeadlock
+	resTimeout
+	resCancelled
+	resLimit
+	resLost
+	resError
+	resCount
+)
+
+var resNames = [resCount]string{"ok", "not_queued", "deadlock", "timeout", "cancelled", "limit", "lost", "error"}
+
+func resultOf(err error) int {
+	switch {
+	case err == nil:
+		return resOK
+	case errors.Is(err, ErrNotQueued):
+		return resNotQueued
+	case errors.Is(err, ErrDeadlock):
+		return resDeadlock
+	case errors.Is(err, ErrTimeout):
+		return resTimeout
+	case errors.Is(err, ErrCancelled):
+		return resCancelled
+	case errors.Is(err, ErrLimit):
+		return resLimit
+	case errors.Is(err, ErrLockLost):
+		return resLost
+	}
+	return resError
+}
+
+// metrics are the node's Prometheus metrics (design.md §10, the parts that
+// apply without recovery). The counters of the hot path are resolved once,
+// so counting costs an atomic add, not a label lookup.
+type metrics struct {
+	requests [opCount][modes.Count][resCount]prometheus.Counter
+	wait     [2][modes.Count]prometheus.Observer // [remote][mode]: time to a granted lock
+	blocking prometheus.Counter
+	limits   *prometheus.CounterVec
+	lost     prometheus.Counter
+	collect  []prometheus.Collector
+}
+
+func newMetrics(n *Node) (*metrics, error) {
+	m := &metrics{}
+	req := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_requests_total", Help: "Lock operations by operation, mode and result.",
+	}, []string{"op", "mode", "result"})
+	wait := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "dlm_lock_seconds", Help: "Time from a lock or convert call to its grant, by mode and by where the master is.",
+		Buckets: prometheus.ExponentialBuckets(1e-6, 4, 14),
+	}, []string{"mode", "master"})
+	m.blocking = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_blocking_notifications_total", Help: "Blocking notifications delivered to this node's locks.",
+	})
+	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_limit_rejections_total", Help: "Requests refused because a configured limit was reached, by limit.",
+	}, []string{"limit"})
+	m.lost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_locks_lost_total", Help: "Locks this node held that were lost (TTL, master release, node close).",
+	})
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "dlm_client_locks", Help: "Locks this node holds or waits for.",
+	}, func() float64 { return float64(n.nlocks.Load()) })
+	mastered := newTableCollector(n)
+	for op := range opCount {
+		for _, md := range modes.All() {
+			for r := range resCount {
+				m.requests[op][md][r] = req.WithLabelValues(opNames[op], md.String(), resNames[r])
+			}
+		}
+	}
+	for _, md := range modes.All() {
+		m.wait[0][md] = wait.WithLabelValues(md.String(), "local")
+		m.wait[1][md] = wait.WithLabelValues(md.String(), "remote")
+	}
+	m.collect = []prometheus.Collector{req, wait, m.blocking, m.limits, m.lost, held, mastered}
+	if reg := n.cfg.Registerer; reg != nil {
+		for _, c := range m.collect {
+			if err := reg.Register(c); err != nil {
+				m.unregister(reg)
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	for _, c := range m.collect {
+		reg.Unregister(c)
+	}
+}
+
+func (m *metrics) count(op int, mode modes.Mode, err error) {
+	if mode.Valid() {
+		m.requests[op][mode][resultOf(err)].Inc()
+	}
+}
+
+// tableCollector reports, on each scrape, the resources and locks this node
+// masters, by queue.
+type tableCollector struct {
+	n         *Node
+	resources *prometheus.Desc
+	locks     *prometheus.Desc
+}
+
+func newTableCollector(n *Node) *tableCollector {
+	return &tableCollector{
+		n: n,
+		resources: prometheus.NewDesc("dlm_mastered_resources", "Resources this node masters, by lockspace.",
+			[]string{"lockspace"}, nil),
+		locks: prometheus.NewDesc("dlm_mastered_locks", "Locks on the resources this node masters, by lockspace.",
+			[]string{"lockspace"}, nil),
+	}
+}
+
+func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.resources
+	ch <- c.locks
+}
+
+func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, ls := range c.n.lockspaceList() {
+		var res, locks int
+		for _, sh := range ls.shards {
+			sh.mu.Lock()
+			r, l := sh.table.Len()
+			sh.mu.Unlock()
+			res, locks = res+r, locks+l
+		}
+		ch <- prometheus.MustNewConstMetric(c.resources, prometheus.GaugeValue, float64(res), ls.name)
+		ch <- prometheus.MustNewConstMetric(c.locks, prometheus.GaugeValue, float64(locks), ls.name)
+	}
+}

@@ -1,0 +1,382 @@
+package dlm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed-a6839e30/dlm/master"
+	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/membership"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Node is one member of a dlm cluster: it masters its share of the
+// resources and takes locks on behalf of the program that embeds it. All
+// methods are safe for concurrent use.
+type Node struct {
+	cfg    Config
+	self   *member
+	bootID uint64
+	log    *slog.Logger
+	met    *metrics
+	start  time.Time
+
+	view  atomic.Pointer[view]
+	links *transport.Links
+	ms    *membership.Membership
+
+	mu         sync.Mutex
+	lockspaces map[string]*Lockspace
+	alive      map[string]membership.Member // what membership says is up
+	changed    chan struct{}                // signalled on every membership event
+
+	closed  atomic.Bool
+	closing chan struct{}
+	wg      sync.WaitGroup
+
+	nextLockID  atomic.Uint64
+	nextOwnerID atomic.Uint32
+	nlocks      atomic.Int64 // locks held or waited for by this node
+
+	callbacks *dispatcher
+}
+
+// epoch is the membership epoch lock messages carry. Until recovery agrees
+// on new views, the cluster runs in its first epoch.
+const firstEpoch = 1
+
+// Start starts a node and joins the cluster: it listens for lock traffic,
+// joins gossip through cfg.Seeds, and returns once every configured member
+// is up, or ctx ends.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, bootID: randomUint64(), start: time.Now(),
+		lockspaces: map[string]*Lockspace{}, alive: map[string]membership.Member{},
+		changed: make(chan struct{}, 1), closing: make(chan struct{}), callbacks: newDispatcher(),
+	}
+	n.log = cfg.Logger
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	n.log = n.log.With("node", cfg.Name)
+	// Lock ids increase for the life of the process; starting at a random
+	// point keeps a restarted node from reusing its previous ids.
+	n.nextLockID.Store(randomUint64() >> 24)
+	met, err := newMetrics(n)
+	if err != nil {
+		return nil, fmt.Errorf("dlm: metrics: %w", err)
+	}
+	n.met = met
+	if err := n.startLinks(); err != nil {
+		n.met.unregister(n.reg())
+		return nil, err
+	}
+	n.self = newMember(cfg.Name, n.links.Addr().String(), n.bootID)
+	if err := n.startMembership(); err != nil {
+		_ = n.links.Close()
+		n.met.unregister(n.reg())
+		return nil, err
+	}
+	if err := n.bootstrap(ctx); err != nil {
+		n.shutdown()
+		return nil, err
+	}
+	n.wg.Add(2)
+	go func() { defer n.wg.Done(); n.callbacks.run(n.closing) }()
+	go func() { defer n.wg.Done(); n.tickLoop() }()
+	n.log.Info("dlm node started", "members", len(cfg.Members), "link", n.self.linkAddr)
+	return n, nil
+}
+
+func (n *Node) reg() prometheus.Registerer { return n.cfg.Registerer }
+
+func (n *Node) startLinks() error {
+	streams := n.cfg.Streams
+	if streams == nil {
+		tcp, err := transport.ListenTCP(transport.TCPConfig{Addr: n.cfg.LinkAddr, TLS: n.cfg.TLS})
+		if err != nil {
+			return fmt.Errorf("dlm: listen for lock traffic: %w", err)
+		}
+		streams = tcp
+	}
+	lc := transport.DefaultConfig()
+	lc.Name, lc.ClusterID, lc.BootID = n.cfg.Name, n.cfg.ClusterID, n.bootID
+	lc.StreamLayer, lc.Handler = streams, n.handle
+	lc.Logger, lc.Registerer = n.log, n.cfg.Registerer
+	lc.Limits.MaxLVB = max(lc.Limits.MaxLVB, n.maxLVB())
+	links, err := transport.New(lc)
+	if err != nil {
+		_ = streams.Close()
+		return fmt.Errorf("dlm: links: %w", err)
+	}
+	n.links = links
+	return nil
+}
+
+// maxLVB is the largest value block any configured lockspace allows.
+func (n *Node) maxLVB() int {
+	m := n.cfg.DefaultLockspace.MaxLVB
+	for _, ls := range n.cfg.Lockspaces {
+		m = max(m, ls.MaxLVB)
+	}
+	return m
+}
+
+func (n *Node) startMembership() error {
+	mc := membership.DefaultConfig()
+	mc.Name, mc.ClusterID, mc.BootID = n.cfg.Name, n.cfg.ClusterID, n.bootID
+	mc.ProtocolVersion = wire.Version
+	mc.LinkAddr = n.self.linkAddr
+	mc.Seeds = n.cfg.Seeds
+	mc.SecretKey = n.cfg.GossipKey
+	mc.ProbeInterval, mc.ProbeTimeout = n.cfg.ProbeInterval, n.cfg.ProbeTimeout
+	mc.OnEvent = n.onMemberEvent
+	mc.Logger, mc.Registerer = n.log, n.cfg.Registerer
+	if n.cfg.GossipTransport != nil {
+		mc.Transport = n.cfg.GossipTransport
+	} else {
+		host, port, err := splitHostPort(n.cfg.GossipAddr)
+		if err != nil {
+			return fmt.Errorf("%w: GossipAddr: %v", ErrInvalidConfig, err)
+		}
+		mc.BindAddr, mc.BindPort = host, port
+	}
+	ms, err := membership.Start(mc)
+	if err != nil {
+		return fmt.Errorf("dlm: membership: %w", err)
+	}
+	n.ms = ms
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	return host, port, err
+}
+
+// GossipAddr returns the address other nodes give as a seed to join through
+// this one.
+func (n *Node) GossipAddr() string { return n.ms.Local().GossipAddr }
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Members returns the names of the members of the current view.
+func (n *Node) Members() []string {
+	v := n.view.Load()
+	names := make([]string, len(v.members))
+	for i, m := range v.members {
+		names[i] = m.name
+	}
+	return names
+}
+
+// onMemberEvent runs on membership's delivery goroutine. It records who is
+// up and where their links are; it never blocks.
+func (n *Node) onMemberEvent(ev membership.Event) {
+	n.mu.Lock()
+	switch ev.Kind {
+	case membership.Leave:
+		delete(n.alive, ev.Member.Name)
+	default:
+		n.alive[ev.Member.Name] = ev.Member
+	}
+	n.mu.Unlock()
+	if ev.Kind != membership.Leave && n.view.Load() != nil {
+		if v := n.view.Load(); v.byName[ev.Member.Name] != nil {
+			if err := n.links.SetPeer(ev.Member.Name, ev.Member.LinkAddr); err != nil {
+				n.log.Warn("peer address refused", "peer", ev.Member.Name, "err", err)
+			}
+		}
+	}
+	if ev.Kind == membership.Leave || ev.Kind == membership.Restart {
+		n.log.Warn("member left or restarted", "member", ev.Member.Name, "event", ev.Kind.String())
+	}
+	select {
+	case n.changed <- struct{}{}:
+	default:
+	}
+}
+
+// bootstrap waits until every configured member is up, then installs the
+// first view: from then on, each resource has a master.
+func (n *Node) bootstrap(ctx context.Context) error {
+	n.onMemberEvent(membership.Event{Kind: membership.Join, Member: n.ms.Local()})
+	for {
+		if ms, ok := n.allMembersUp(); ok {
+			for _, m := range ms {
+				if m.name == n.self.name {
+					continue
+				}
+				if err := n.links.SetPeer(m.name, m.linkAddr); err != nil {
+					return fmt.Errorf("dlm: peer %s: %w", m.name, err)
+				}
+			}
+			n.view.Store(newView(firstEpoch, ms))
+			return nil
+		}
+		select {
+		case <-n.changed:
+		case <-ctx.Done():
+			n.mu.Lock()
+			missing := n.missingLocked()
+			n.mu.Unlock()
+			return fmt.Errorf("dlm: waiting for members %v: %w", missing, ctx.Err())
+		}
+	}
+}
+
+func (n *Node) allMembersUp() ([]*member, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.missingLocked()) > 0 {
+		return nil, false
+	}
+	ms := make([]*member, 0, len(n.cfg.Members))
+	for _, name := range n.cfg.Members {
+		if name == n.self.name {
+			ms = append(ms, n.self)
+			continue
+		}
+		a := n.alive[name]
+		ms = append(ms, newMember(name, a.LinkAddr, a.BootID))
+	}
+	return ms, true
+}
+
+func (n *Node) missingLocked() []string {
+	var missing []string
+	for _, name := range n.cfg.Members {
+		if _, ok := n.alive[name]; !ok && name != n.self.name {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+// Lockspace opens a lockspace (creating it on first use) with the limits
+// the configuration gives it.
+func (n *Node) Lockspace(name string) (*Lockspace, error) {
+	if err := checkLockspaceName(name); err != nil {
+		return nil, err
+	}
+	if n.closed.Load() {
+		return nil, ErrClosed
+	}
+	return n.lockspace(name), nil
+}
+
+// lockspace returns the named lockspace, creating it. Masters create a
+// lockspace when the first request for it arrives.
+func (n *Node) lockspace(name string) *Lockspace {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ls := n.lockspaces[name]
+	if ls == nil {
+		ls = newLockspace(n, name, n.cfg.lockspace(name))
+		n.lockspaces[name] = ls
+	}
+	return ls
+}
+
+func (n *Node) lockspaceList() []*Lockspace {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*Lockspace, 0, len(n.lockspaces))
+	for _, ls := range n.lockspaces {
+		out = append(out, ls)
+	}
+	slices.SortFunc(out, func(a, b *Lockspace) int {
+		if a.name < b.name {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// now is the node's clock in table ticks: microseconds since Start, on the
+// monotonic clock.
+func (n *Node) now() master.Tick { return master.Tick(time.Since(n.start) / time.Microsecond) }
+
+// ticks converts a duration to table ticks, rounding up so that a deadline
+// is never earlier than asked.
+func ticks(d time.Duration) master.Tick {
+	if d <= 0 {
+		return 0
+	}
+	return master.Tick((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+func (n *Node) tickLoop() {
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+			for _, ls := range n.lockspaceList() {
+				ls.tick()
+			}
+		}
+	}
+}
+
+// Close releases every lock this node holds or waits for, leaves the
+// cluster and stops every goroutine the node started. Locks the caller
+// still holds report ErrClosed, and their Lost channels close.
+func (n *Node) Close() error {
+	if n.closed.Swap(true) {
+		return nil
+	}
+	for _, ls := range n.lockspaceList() {
+		ls.releaseAll()
+	}
+	n.shutdown()
+	return nil
+}
+
+// shutdown stops the node's machinery; locks must already be settled.
+func (n *Node) shutdown() {
+	n.closed.Store(true)
+	var errs []error
+	if n.ms != nil {
+		errs = append(errs, n.ms.Close())
+	}
+	// Links flush what is queued (the unlocks above) before closing.
+	errs = append(errs, n.links.Close())
+	close(n.closing)
+	n.wg.Wait()
+	n.met.unregister(n.reg())
+	if err := errors.Join(errs...); err != nil {
+		n.log.Warn("close", "err", err)
+	}
+}
+
+func randomUint64() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
