@@ -202,6 +202,15 @@ func (lk *Lock) send(m wire.Message) error {
 	return nil
 }
 
+// post sends a message nobody waits for (unlock, cancel): it may leave with
+// the next message to the same master rather than in a write of its own.
+func (lk *Lock) post(m wire.Message) error {
+	if err := lk.ls.node.links.Post(lk.master.name, m); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, lk.master.name, err)
+	}
+	return nil
+}
+
 // deadlineOf returns how long ctx allows, 0 for no deadline. The master
 // times the request out by itself too, in case the cancel never reaches it.
 func deadlineOf(ctx context.Context) time.Duration {
@@ -276,7 +285,7 @@ func (lk *Lock) withdraw(cause error) error {
 	// A remote master learns of it by message; the answer may still be a
 	// grant, which finish then gives back.
 	sh.can = wire.CancelRequest{Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
-	_ = lk.send(&sh.can)
+	_ = lk.post(&sh.can)
 	if lk.state == stWaiting {
 		lk.state = stAbandoned
 	} else {
@@ -362,7 +371,7 @@ func (lk *Lock) giveBack(sh *shard) {
 		return
 	}
 	sh.unl = wire.UnlockRequest{Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
-	_ = lk.send(&sh.unl)
+	_ = lk.post(&sh.unl)
 }
 
 // forgetLocked drops the lock from this node's books. Caller holds sh.mu.
@@ -426,7 +435,7 @@ func (lk *Lock) closeLocked(sh *shard) {
 			_ = sh.table.Cancel(lk.key(), lk.ownerID)
 		} else {
 			sh.can = wire.CancelRequest{Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
-			_ = lk.send(&sh.can)
+			_ = lk.post(&sh.can)
 		}
 	}
 	if lk.state == stWaiting || lk.state == stConverting {
@@ -445,7 +454,7 @@ func (lk *Lock) releaseAtMaster(sh *shard, _ modes.Mode) error {
 		return fromMaster(lk.ls.tableRelease(sh, master.Release{Lock: lk.key(), Owner: lk.ownerID, LVBOp: master.LVBOp(op), LVB: val}))
 	}
 	sh.unl = wire.UnlockRequest{Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID), LVB: val, LVBOp: op}
-	return lk.send(&sh.unl)
+	return lk.post(&sh.unl)
 }
 
 // valueToWrite says what an operation from mode from to mode to does with

@@ -352,9 +352,19 @@ func (n *Node) Close() error {
 	for _, ls := range n.lockspaceList() {
 		ls.releaseAll()
 	}
+	// The releases of remote locks are queued messages: let them leave
+	// before the connections close, or their masters would keep the locks.
+	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
+	if err := n.links.Flush(ctx); err != nil {
+		n.log.Warn("close: some lock releases may not have reached their masters", "err", err)
+	}
+	cancel()
 	n.shutdown()
 	return nil
 }
+
+// closeFlushTimeout bounds how long Close waits for its last messages.
+const closeFlushTimeout = 2 * time.Second
 
 // shutdown stops the node's machinery; locks must already be settled.
 func (n *Node) shutdown() {

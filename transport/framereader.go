@@ -47,6 +47,18 @@ func newFrameReader(c net.Conn, idle time.Duration, l *wire.Limits) *frameReader
 	return r
 }
 
+// hasFrame reports whether a whole frame is buffered, so that next will
+// not read from the connection.
+func (r *frameReader) hasFrame() bool {
+	avail := r.br.Buffered() - r.discard
+	if avail < wire.PrefixSize {
+		return false
+	}
+	prefix, _ := r.br.Peek(r.discard + wire.PrefixSize)
+	n, err := wire.FrameLength(prefix[r.discard:], r.limits)
+	return err != nil || avail >= wire.PrefixSize+n
+}
+
 // errTruncated marks a connection that ended in the middle of a frame.
 var errTruncated = fmt.Errorf("%w: connection ended inside a frame", wire.ErrTruncated)
 

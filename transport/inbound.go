@@ -77,10 +77,27 @@ func rejectReason(err error) string {
 
 func (l *Links) readLoop(ic *inConn, fr *frameReader, hello *wire.Hello) error {
 	dec := wire.NewDecoder(l.cfg.Limits)
+	var flush []*peer
+	inBatch := false
+	defer func() {
+		if inBatch {
+			l.endBatch(flush)
+		}
+	}()
 	for {
+		if inBatch && !fr.hasFrame() {
+			// About to read from the socket: first send what this batch
+			// of messages made handlers send, in one write per peer.
+			flush = l.endBatch(flush)
+			inBatch = false
+		}
 		payload, err := fr.next()
 		if err != nil {
 			return err
+		}
+		if !inBatch {
+			l.beginBatch()
+			inBatch = true
 		}
 		h, m, err := dec.Decode(payload)
 		if err != nil {

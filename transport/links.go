@@ -60,6 +60,13 @@ type Links struct {
 	callChs   sync.Pool // chan callResult of finished Calls
 	pingFrame []byte    // the encoded heartbeat answer, written as is
 
+	// Batching of what handlers send: while a reader goroutine handles a
+	// batch of incoming messages (handling > 0), peers with new bytes wait
+	// in deferred, and the reader writes them out before it reads again.
+	deferMu  sync.Mutex
+	handling int
+	deferred []*peer
+
 	wg sync.WaitGroup
 }
 
@@ -224,6 +231,39 @@ func (l *Links) Send(peer string, m wire.Message) error {
 	return p.send(wire.Header{}, m, nil)
 }
 
+// Flush waits until everything queued for every peer so far has been
+// handed to the kernel, or ctx ends. A node that is about to close uses it
+// so that its last messages (the release of its locks) are not lost.
+func (l *Links) Flush(ctx context.Context) error {
+	l.mu.RLock()
+	waits := make([]<-chan struct{}, 0, len(l.peers))
+	for _, p := range l.peers {
+		waits = append(waits, p.flushWait())
+	}
+	l.mu.RUnlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Post queues a one-way message that need not leave at once (an unlock, a
+// cancel: nobody waits for an answer). It never blocks. Rather than write
+// it now, the sender hands it to the writer goroutine, so that the caller
+// does not pay for a write syscall, and a Send that follows soon carries
+// it in the same write.
+func (l *Links) Post(peer string, m wire.Message) error {
+	p, err := l.userPeer(peer, m)
+	if err != nil {
+		return err
+	}
+	return p.post(m)
+}
+
 // Reply answers a request. It never blocks. It fails with ErrStaleReply if
 // the requester restarted since, and with ErrUnreachable if there is no
 // connection to it now; in both cases nobody could receive the reply.
@@ -326,4 +366,47 @@ func (l *Links) acceptLoop() {
 		l.mu.Unlock()
 		go l.serveInbound(ic)
 	}
+}
+
+// deferKick puts p on the deferred list if a reader goroutine is handling a
+// batch (it will write p's bytes before it next reads), and reports whether
+// it did.
+func (l *Links) deferKick(p *peer) bool {
+	l.deferMu.Lock()
+	defer l.deferMu.Unlock()
+	if l.handling == 0 {
+		return false
+	}
+	if !p.deferred {
+		p.deferred = true
+		l.deferred = append(l.deferred, p)
+	}
+	return true
+}
+
+// beginBatch marks a reader goroutine as handling messages.
+func (l *Links) beginBatch() {
+	l.deferMu.Lock()
+	l.handling++
+	l.deferMu.Unlock()
+}
+
+// endBatch ends a reader goroutine's batch and writes out every deferred
+// peer. Under the same mutex as deferKick, so a sender that saw a batch
+// under way is always on the list this (or another) reader writes out.
+func (l *Links) endBatch(scratch []*peer) []*peer {
+	l.deferMu.Lock()
+	l.handling--
+	out := append(scratch[:0], l.deferred...)
+	for _, p := range l.deferred {
+		p.deferred = false
+	}
+	clear(l.deferred)
+	l.deferred = l.deferred[:0]
+	l.deferMu.Unlock()
+	for _, p := range out {
+		p.writeInline()
+	}
+	clear(out)
+	return out[:0]
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/transport/wire"
@@ -60,14 +61,26 @@ type peer struct {
 	cancel     context.CancelCauseFunc
 	rng        *rand.Rand // backoff jitter; used by run only
 
-	mu         sync.Mutex
-	state      peerState
-	lastErr    error // why the peer is down
-	broken     error // set by a sender to make the manager fail the link
-	buf        []byte
-	conn       net.Conn
-	remoteBoot uint64 // boot ID in the peer's Hello on the current connection
-	queuedBoot uint64 // boot ID of replies queued while connecting
+	mu        sync.Mutex
+	state     peerState
+	lastErr   error // why the peer is down
+	broken    error // set by a sender to make the manager fail the link
+	buf       []byte
+	conn      net.Conn
+	raw       syscall.RawConn // conn's socket, for inline writes; nil for TLS and pipes
+	writing   bool            // a write of earlier bytes is under way: keep order
+	inlineBuf []byte          // the spare buffer of the inline path
+
+	// Used by writeInline's raw write only, by the goroutine that set writing.
+	rawWrite func(fd uintptr) bool
+	wbuf     []byte
+	wn       int
+	werr     error
+	deferred bool // in Links.deferred; guarded by Links.deferMu
+
+	drained    []chan struct{} // Flush callers waiting for the buffer to empty
+	remoteBoot uint64          // boot ID in the peer's Hello on the current connection
+	queuedBoot uint64          // boot ID of replies queued while connecting
 	pending    map[uint64]pendingCall
 	upCh       chan struct{} // closed while up; replaced when the link goes down
 	upClosed   bool
@@ -75,7 +88,7 @@ type peer struct {
 
 func newPeer(l *Links, name, addr string) *peer {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &peer{
+	p := &peer{
 		l:       l,
 		name:    name,
 		addr:    addr,
@@ -86,6 +99,8 @@ func newPeer(l *Links, name, addr string) *peer {
 		pending: map[uint64]pendingCall{},
 		upCh:    make(chan struct{}),
 	}
+	p.rawWrite = p.rawWriteFD
+	return p
 }
 
 func hashName(s string) uint64 {
@@ -100,6 +115,7 @@ func hashName(s string) uint64 {
 func (p *peer) stop(err error) {
 	p.mu.Lock()
 	p.state = stopped
+	p.notifyDrainedLocked()
 	p.mu.Unlock()
 	p.cancel(err)
 }
@@ -174,6 +190,21 @@ func (p *peer) send(h wire.Header, m wire.Message, cb func(wire.Message, error))
 	}
 	p.mu.Unlock()
 	if wake {
+		p.kick()
+	}
+	return err
+}
+
+// post queues a one-way message for the writer goroutine.
+func (p *peer) post(m wire.Message) error {
+	p.mu.Lock()
+	if err := p.writableLocked(); err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	wake, err := p.appendLocked(wire.Header{}, m)
+	p.mu.Unlock()
+	if wake {
 		p.signal()
 	}
 	return err
@@ -197,7 +228,7 @@ func (p *peer) reply(to ReplyTo, m wire.Message) error {
 	}
 	p.mu.Unlock()
 	if wake {
-		p.signal()
+		p.kick()
 	}
 	return err
 }
@@ -221,7 +252,7 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 	p.pending[id] = pendingCall{ch: ch}
 	p.mu.Unlock()
 	if wake {
-		p.signal()
+		p.kick()
 	}
 	select {
 	case r := <-ch:
@@ -362,6 +393,10 @@ func (p *peer) up(c net.Conn, hello *wire.Hello) error {
 		p.buf = p.buf[:0]
 	}
 	p.state, p.conn, p.remoteBoot, p.queuedBoot = up, c, hello.BootID, 0
+	p.raw = nil
+	if tc, ok := c.(*net.TCPConn); ok {
+		p.raw, _ = tc.SyscallConn()
+	}
 	close(p.upCh)
 	p.upClosed = true
 	p.l.met.connsOut.Inc()
@@ -377,7 +412,7 @@ func (p *peer) down(err error) {
 	p.mu.Lock()
 	if p.conn != nil {
 		_ = p.conn.Close()
-		p.conn = nil
+		p.conn, p.raw = nil, nil
 		p.l.met.connsOut.Dec()
 	}
 	p.buf, p.broken, p.queuedBoot = p.buf[:0], nil, 0
@@ -387,6 +422,7 @@ func (p *peer) down(err error) {
 	if p.state != stopped {
 		p.state, p.lastErr = down, err
 	}
+	p.notifyDrainedLocked()
 	if p.upClosed {
 		p.upCh, p.upClosed = make(chan struct{}), false
 	}
@@ -451,16 +487,22 @@ func (p *peer) flush(c net.Conn, spare *[]byte) error {
 			return err
 		}
 		out := p.buf
-		if len(out) == 0 {
+		if len(out) == 0 || p.writing {
+			// Empty, or an inline write is under way: it signals when done.
+			p.notifyDrainedLocked()
 			p.mu.Unlock()
 			return nil
 		}
 		p.buf = (*spare)[:0]
+		p.writing = true
 		p.mu.Unlock()
-		if err := c.SetWriteDeadline(time.Now().Add(p.l.cfg.WriteTimeout)); err != nil {
-			return err
+		err := c.SetWriteDeadline(time.Now().Add(p.l.cfg.WriteTimeout))
+		if err == nil {
+			_, err = c.Write(out)
 		}
-		_, err := c.Write(out)
+		p.mu.Lock()
+		p.writing = false
+		p.mu.Unlock()
 		p.l.met.writes.Inc()
 		if err != nil {
 			return fmt.Errorf("write: %w", err)
@@ -470,6 +512,112 @@ func (p *peer) flush(c net.Conn, spare *[]byte) error {
 			*spare = nil
 		}
 	}
+}
+
+// kick gets newly queued bytes moving. While a reader goroutine is
+// handling a batch of incoming messages, what handlers send waits for the
+// end of the batch (Links.defer), so the replies to a burst of requests
+// leave in one write. Otherwise, if the link is idle, the sender writes
+// inline; if not, the writer goroutine takes over.
+func (p *peer) kick() {
+	if p.l.deferKick(p) {
+		return
+	}
+	p.writeInline()
+}
+
+// writeInline writes what is queued from the calling goroutine with one
+// non-blocking write, when the link is idle (no write under way) on a plain
+// TCP connection: no hand-off to the writer goroutine, which would cost a
+// goroutine switch. When the link is busy, not TCP, or the kernel takes only
+// part of the bytes, the writer goroutine does the rest. It never blocks:
+// Send's promise.
+func (p *peer) writeInline() {
+	p.mu.Lock()
+	if p.state != up || p.writing || p.raw == nil || len(p.buf) == 0 || p.broken != nil {
+		p.mu.Unlock()
+		p.signal()
+		return
+	}
+	out, raw := p.buf, p.raw
+	p.buf, p.inlineBuf = p.inlineBuf[:0], nil
+	p.writing = true
+	p.mu.Unlock()
+
+	p.wbuf, p.wn, p.werr = out, 0, nil
+	if err := raw.Write(p.rawWrite); err != nil && p.werr == nil {
+		p.werr = err
+	}
+	n, err := p.wn, p.werr
+	p.wbuf = nil
+	p.l.met.writes.Inc()
+
+	p.mu.Lock()
+	p.writing = false
+	if n < len(out) && err == nil {
+		// The socket is full: the rest goes before anything queued since,
+		// and the writer goroutine waits for the socket.
+		rest := make([]byte, 0, len(out)-n+len(p.buf))
+		rest = append(append(rest, out[n:]...), p.buf...)
+		p.buf = rest
+	}
+	if cap(out) <= maxIdleBuffer {
+		p.inlineBuf = out[:0]
+	}
+	if err != nil {
+		p.failLocked(fmt.Errorf("write: %w", err))
+	}
+	more := len(p.buf) > 0
+	p.notifyDrainedLocked()
+	p.mu.Unlock()
+	if more {
+		p.signal()
+	}
+}
+
+// notifyDrainedLocked wakes the Flush callers once nothing is queued or
+// being written, or the link is down (nothing will be written).
+func (p *peer) notifyDrainedLocked() {
+	if len(p.drained) == 0 || (p.state == up && (len(p.buf) > 0 || p.writing)) {
+		return
+	}
+	for _, ch := range p.drained {
+		close(ch)
+	}
+	p.drained = nil
+}
+
+// flushWait returns a channel closed when what is queued now has been
+// written (or can no longer be).
+func (p *peer) flushWait() <-chan struct{} {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	p.drained = append(p.drained, ch)
+	p.notifyDrainedLocked()
+	p.mu.Unlock()
+	p.signal()
+	return ch
+}
+
+// rawWriteFD is the syscall.RawConn callback of writeInline: it writes as
+// much of p.wbuf as the socket takes now, and never waits for it to become
+// writable. Only the goroutine that set p.writing runs it. (A method value
+// made once, so the callback does not allocate per write.)
+func (p *peer) rawWriteFD(fd uintptr) bool {
+	for p.wn < len(p.wbuf) {
+		m, e := syscall.Write(int(fd), p.wbuf[p.wn:])
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return true
+		case e != nil:
+			p.werr = e
+			return true
+		}
+		p.wn += m
+	}
+	return true
 }
 
 // callChPool recycles the channels of blocked Calls.
