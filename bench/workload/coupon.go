@@ -148,13 +148,11 @@ func (r *run) request(w *worker, due time.Time) {
 	lctx, cancel := context.WithDeadline(r.ctx, deadline)
 	held, err := w.client.Lock(lctx, r.names[0], lockbench.Exclusive)
 	t1 := time.Now()
-	// The clock decides, not lctx.Err(): a server enforcing the propagated
-	// deadline can answer before the context's own timer has fired.
-	timedOut := lctx.Err() != nil || !t1.Before(deadline)
+	timedOut := ended(lctx)
 	cancel()
 	if err != nil {
 		switch {
-		case r.ctx.Err() != nil: // the run ended: counted as unanswered
+		case ended(r.ctx): // the run ended: counted as unanswered
 		case timedOut:
 			w.coupon.busy++
 		default:

@@ -67,7 +67,7 @@ type run struct {
 	end      time.Time
 	names    []string
 	guard    *guard
-	store    *store   // coupon only
+	store    *store // coupon only
 	sched    measure.Schedule
 	live     atomic.Uint64 // cycles completed, for progress
 	liveErr  atomic.Uint64
@@ -353,11 +353,22 @@ func (r *run) inWindow(t time.Time) bool { return !t.Before(r.measure0) && !t.Af
 // lockFailed counts a failed Lock unless the run is over, and backs off so a
 // broken system cannot make the loop spin.
 func (r *run) lockFailed(ctx context.Context, w *worker, err error) {
-	if ctx.Err() != nil || r.ctx.Err() != nil {
+	if ended(ctx) {
 		return
 	}
 	r.noteErr(w, "lock", err)
 	r.sleep(w, time.Now().Add(r.cfg.ErrorBackoff))
+}
+
+// ended reports whether ctx is over. The clock decides as well as ctx.Err():
+// a server enforcing the deadline the client propagated (etcd does) can
+// answer "timed out" before the context's own timer has fired.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 func (r *run) noteErr(w *worker, op string, err error) {
