@@ -267,10 +267,13 @@ func (h *harness) write(stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if len(h.rep.Results) == 0 {
+		return nil
+	}
 	if err := report.Text(table, &h.rep); err != nil {
 		return err
 	}
-	if h.o.out == "" || len(h.rep.Results) == 0 {
+	if h.o.out == "" {
 		return nil
 	}
 	return writeFiles(h.o.out, &h.rep)

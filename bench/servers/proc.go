@@ -97,7 +97,7 @@ func (p *Proc) Stop(grace time.Duration) {
 		select {
 		case <-p.done:
 		case <-time.After(grace):
-			p.logger.Warn("server ignored SIGTERM; killing its group", "name", p.spec.Name, "grace", grace)
+			p.logger.Info("server ignored SIGTERM; killing its group", "name", p.spec.Name, "grace", grace)
 			signalGroup(p.Pid(), true)
 			<-p.done
 		}

@@ -223,8 +223,13 @@ func (e *Etcd) Close() error {
 	if g == nil {
 		return nil
 	}
-	return g.Stop(stopGrace)
+	return g.Stop(etcdStopGrace)
 }
+
+// etcdStopGrace is short because a stopping leader spends up to its request
+// timeout (7 s) trying to hand leadership to members that are stopping too;
+// the data is thrown away, so there is nothing to lose by killing it.
+const etcdStopGrace = time.Second
 
 // NewClient implements lockbench.System: a client over every member (the
 // client balances requests over them) and a session whose lease is granted
