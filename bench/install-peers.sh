@@ -59,7 +59,7 @@ for svc in redis-server etcd zookeeper; do
 done
 
 echo "peers installed:"
-command -v redis-server && redis-server --version
-command -v etcd && etcd --version | head -1
-ls /usr/share/zookeeper/lib/zookeeper*.jar 2>/dev/null | head -1 || ls /usr/share/java/zookeeper*.jar
-command -v java && java -version 2>&1 | head -1
+redis-server --version
+etcd --version | head -1
+ls /usr/share/java/zookeeper.jar
+java -version 2>&1 | head -1
