@@ -58,7 +58,7 @@ func parse(args []string, stderr io.Writer) (*options, *flag.FlagSet, error) {
 	fs.Float64Var(&o.wl.Rate, "rate", o.wl.Rate, "coupon: requests per second offered, in total over all clients")
 	fs.DurationVar(&o.wl.CouponWait, "coupon-wait", o.wl.CouponWait, "coupon: how long a request waits for the lock before answering busy")
 	fs.DurationVar(&o.wl.TTL, "ttl", o.wl.TTL, "grant lifetime of lease-based systems (redis, redlock) in uncontended, hot, readers")
-	fs.DurationVar(&o.wl.CouponTTL, "coupon-ttl", o.wl.CouponTTL, "grant lifetime of lease-based systems in coupon (the seed's 100 ms)")
+	fs.DurationVar(&o.wl.CouponTTL, "coupon-ttl", o.wl.CouponTTL, "grant lifetime of lease-based systems in coupon; short, as in the seed")
 	fs.DurationVar(&o.wl.HoldPause, "hold-pause", 0, "fault injection, coupon: how long a holder stalls between its read and its write")
 	fs.Float64Var(&o.wl.HoldPauseProb, "hold-pause-prob", 0, "fault injection, coupon: probability that a request stalls (0: never)")
 	fs.Uint64Var(&o.wl.Seed, "seed", o.wl.Seed, "seed for resource and mode choices")
