@@ -1,0 +1,20 @@
+//go:build linux
+
+package servers
+
+import "syscall"
+
+// sysProcAttr puts the child in its own process group and asks the kernel to
+// SIGKILL it if the harness dies without running its teardown.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// signalGroup signals the process group led by pid.
+func signalGroup(pid int, kill bool) {
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	_ = syscall.Kill(-pid, sig) // ESRCH once the group is gone: nothing to do
+}
