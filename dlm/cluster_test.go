@@ -48,58 +48,77 @@ func startMem(t testing.TB, n int, mut func(*Config)) *cluster {
 		}
 		seeds = append(seeds, name+"/"+mns[i].GossipAddr())
 	}
-	c.start(names, func(i int, cfg *Config) {
+	if err := c.start(names, func(i int, cfg *Config) {
 		cfg.Streams = mns[i].StreamLayer()
 		cfg.GossipTransport = mns[i].Transport()
 		cfg.Seeds = seeds
 		if mut != nil {
 			mut(cfg)
 		}
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
 // startTCP starts an n-node cluster over loopback TCP with real time.
+// Gossip ports are picked first, so that every node can list every other
+// as a seed before any of them starts (Start waits for all members); a
+// port taken meanwhile by someone else fails the start, which is then
+// tried again with fresh ports.
 func startTCP(t testing.TB, n int, mut func(*Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t}
-	names := nodeNames(n)
-	// Gossip ports are picked first, so every node can list every other as
-	// a seed before any of them starts (Start waits for all members).
-	addrs := make([]string, n)
-	for i := range addrs {
-		addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	}
-	c.start(names, func(i int, cfg *Config) {
-		cfg.GossipAddr = addrs[i]
-		cfg.Seeds = addrs
-		if mut != nil {
-			mut(cfg)
+	var err error
+	for range 3 {
+		c := &cluster{t: t}
+		addrs := make([]string, n)
+		for i := range addrs {
+			addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		}
-	})
-	return c
+		if err = c.start(nodeNames(n), func(i int, cfg *Config) {
+			cfg.GossipAddr = addrs[i]
+			cfg.Seeds = addrs
+			if mut != nil {
+				mut(cfg)
+			}
+		}); err == nil {
+			return c
+		}
+		t.Logf("cluster start failed, trying fresh ports: %v", err)
+	}
+	t.Fatal(err)
+	return nil
 }
 
-// freePort returns a loopback port that was free a moment ago, for
-// memberlist, which binds UDP and TCP on one port.
+// freePort returns a loopback port that was free for TCP and UDP a moment
+// ago, for memberlist, which binds both on one port.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, uerr := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		_ = l.Close()
+		if uerr == nil {
+			_ = u.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no port free for both TCP and UDP")
+	return 0
 }
 
-// start starts one node per name concurrently (each waits for the others)
-// and opens lockspace "test" on each.
-func (c *cluster) start(names []string, configure func(int, *Config)) {
+// start starts one node per name concurrently (each waits for the others;
+// one failing stops the rest) and opens lockspace "test" on each.
+func (c *cluster) start(names []string, configure func(int, *Config)) error {
 	c.t.Helper()
 	c.nodes = make([]*Node, len(names))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	g, ctx := errgroup.WithContext(context.Background())
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var g errgroup.Group
 	for i, name := range names {
 		cfg := DefaultConfig()
 		cfg.Name, cfg.Members, cfg.ClusterID = name, names, "test"
@@ -112,7 +131,7 @@ func (c *cluster) start(names []string, configure func(int, *Config)) {
 	}
 	if err := g.Wait(); err != nil {
 		c.close()
-		c.t.Fatal(err)
+		return err
 	}
 	for _, nd := range c.nodes {
 		ls, err := nd.Lockspace("test")
@@ -121,6 +140,7 @@ func (c *cluster) start(names []string, configure func(int, *Config)) {
 		}
 		c.ls = append(c.ls, ls)
 	}
+	return nil
 }
 
 func (c *cluster) close() {

@@ -58,7 +58,10 @@ flags:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, errUsage // the flag package has printed what was wrong
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "demo: unexpected argument %q\n", fs.Arg(0))

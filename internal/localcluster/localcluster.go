@@ -65,7 +65,7 @@ func start(ctx context.Context, n int, configure func(int, *dlm.Config)) (Cluste
 		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
 	}
 	c := make(Cluster, n)
-	var g errgroup.Group
+	g, ctx := errgroup.WithContext(ctx) // one node failing stops the others waiting
 	for i := range n {
 		cfg := dlm.DefaultConfig()
 		cfg.Name, cfg.Members, cfg.Seeds, cfg.GossipAddr = names[i], names, addrs, addrs[i]

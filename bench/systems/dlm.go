@@ -1,0 +1,149 @@
+package systems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/seed-a6839e30/dlm/bench/lockbench"
+	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/internal/localcluster"
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// DLM registers this project's lock manager: a 3-node cluster over
+// loopback TCP, with the clients embedded in the nodes as a storage node
+// would embed them.
+func (catalog) DLM() Entry {
+	return Entry{Name: "dlm", Rank: 0, New: func(env lockbench.Env) (lockbench.System, error) {
+		return NewDLM(env, DefaultDLMConfig())
+	}}
+}
+
+// DLMConfig configures the dlm system.
+type DLMConfig struct {
+	// Nodes is the cluster size.
+	Nodes int
+	// Lockspace is the lockspace every client uses.
+	Lockspace string
+}
+
+// DefaultDLMConfig returns 3 nodes and lockspace "bench".
+func DefaultDLMConfig() DLMConfig { return DLMConfig{Nodes: 3, Lockspace: "bench"} }
+
+// Validate reports the first problem with c.
+func (c DLMConfig) Validate() error {
+	if c.Nodes < 1 || c.Lockspace == "" {
+		return fmt.Errorf("systems: bad dlm config %+v", c)
+	}
+	return nil
+}
+
+// DLM is the dlm system.
+type DLM struct {
+	env lockbench.Env
+	cfg DLMConfig
+
+	mu      sync.Mutex
+	cluster localcluster.Cluster
+	spaces  []*dlm.Lockspace
+}
+
+// NewDLM builds the system; Start starts its nodes.
+func NewDLM(env lockbench.Env, cfg DLMConfig) (*DLM, error) {
+	if err := errors.Join(env.Validate(), cfg.Validate()); err != nil {
+		return nil, err
+	}
+	return &DLM{env: env, cfg: cfg}, nil
+}
+
+// Info implements lockbench.System.
+func (d *DLM) Info() lockbench.Info {
+	return lockbench.Info{
+		Name:       "dlm",
+		Summary:    "VMS-mode lock manager: EX for exclusive, PR for shared; master by rendezvous hash",
+		Servers:    d.cfg.Nodes,
+		Shared:     true,
+		Fencing:    lockbench.FencingMonotonic,
+		Cancelable: true,
+		Version:    "this tree",
+		Notes: []string{
+			fmt.Sprintf("%d nodes in the harness's process over loopback TCP; client i is embedded in node i mod %d", d.cfg.Nodes, d.cfg.Nodes),
+			"FIFO queues: a waiter is granted in arrival order, no retry loop",
+			"the nodes' CPU counts as the harness's (no separate server processes)",
+			"ignores the TTL like the session-based peers: a lock lives until unlock or its node fails",
+		},
+	}
+}
+
+// Start implements lockbench.System.
+func (d *DLM) Start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.env.ReadyTimeout)
+	defer cancel()
+	c, err := localcluster.Start(ctx, d.cfg.Nodes, nil)
+	if err != nil {
+		return err
+	}
+	var spaces []*dlm.Lockspace
+	for _, n := range c {
+		ls, err := n.Lockspace(d.cfg.Lockspace)
+		if err != nil {
+			c.Close()
+			return err
+		}
+		spaces = append(spaces, ls)
+	}
+	d.mu.Lock()
+	d.cluster, d.spaces = c, spaces
+	d.mu.Unlock()
+	return nil
+}
+
+// Close implements lockbench.System.
+func (d *DLM) Close() error {
+	d.mu.Lock()
+	c := d.cluster
+	d.cluster, d.spaces = nil, nil
+	d.mu.Unlock()
+	c.Close()
+	return nil
+}
+
+// NewClient implements lockbench.System.
+func (d *DLM) NewClient(_ context.Context, cfg lockbench.ClientConfig) (lockbench.Client, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.spaces == nil {
+		return nil, lockbench.ErrNotStarted
+	}
+	return &dlmClient{ls: d.spaces[cfg.ID%len(d.spaces)]}, nil
+}
+
+type dlmClient struct{ ls *dlm.Lockspace }
+
+// Lock implements lockbench.Client.
+func (c *dlmClient) Lock(ctx context.Context, resource string, mode lockbench.Mode) (lockbench.Held, error) {
+	m := modes.EX
+	if mode == lockbench.Shared {
+		m = modes.PR
+	}
+	lk, err := c.ls.Lock(ctx, resource, m)
+	if err != nil {
+		return nil, err
+	}
+	return dlmHeld{lk}, nil
+}
+
+// Close implements lockbench.Client.
+func (c *dlmClient) Close() error { return nil }
+
+type dlmHeld struct{ lk *dlm.Lock }
+
+// Fence implements lockbench.Held: the grant's fencing token.
+func (h dlmHeld) Fence() lockbench.Fence {
+	return lockbench.Fence{Token: h.lk.Token(), Monotonic: true}
+}
+
+// Unlock implements lockbench.Held.
+func (h dlmHeld) Unlock(context.Context) error { return h.lk.Unlock() }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestDemoJSON runs a short coupon scenario end to end and checks the JSON
+// report: every coupon issued once, none over.
+func TestDemoJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"demo", "--json", "--rate", "4000", "--duration", "1s", "--coupons", "200", "--workers", "8"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	if r.Nodes != 3 || r.Coupons != 200 || r.Issued != 200 || r.Overissued != 0 || r.RejectedStale != 0 {
+		t.Fatalf("report %+v", r)
+	}
+	if r.Requests < 3000 || r.P99ms <= 0 || r.DurationS <= 0 || r.ThroughputRPS <= 0 {
+		t.Fatalf("report %+v", r)
+	}
+	for _, key := range []string{"nodes", "requests", "issued", "overissued", "rejected_stale", "throughput_rps", "p50_ms", "p99_ms", "duration_s"} {
+		if !strings.Contains(out.String(), `"`+key+`"`) {
+			t.Errorf("JSON lacks %q", key)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "usage: dlmnode"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"help"}, 0, "demo"},
+		{[]string{"demo", "-h"}, 0, "-coupons"},
+		{[]string{"demo", "--rate", "0"}, 2, "must be positive"},
+		{[]string{"demo", "--nodes", "x"}, 2, "invalid value"},
+		{[]string{"demo", "extra"}, 2, "unexpected argument"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.want) {
+			t.Errorf("%v: exit %d (want %d), output %q lacks %q", tc.args, code, tc.code, out.String()+errb.String(), tc.want)
+		}
+	}
+}
