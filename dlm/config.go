@@ -72,6 +72,19 @@ type Config struct {
 	// earlier, so it stops before any master could release the lock.
 	ClockDrift float64
 
+	// Lease is the quorum lease: a node serves only while a quorum of the
+	// configured members acknowledged one of its heartbeats within the last
+	// Lease. It also sets the lock-delay: a removed node's locks go to
+	// others about Lease·(1+ρ)/(1−ρ) + 250 ms after it was last heard.
+	Lease time.Duration
+	// HeartbeatInterval is how often the lease is renewed.
+	HeartbeatInterval time.Duration
+
+	// unsafeNoLockDelay re-grants a removed node's locks without waiting
+	// for its lease to run out. Tests set it to show that the checker
+	// catches the double grant this allows.
+	unsafeNoLockDelay bool
+
 	// Membership tunes failure detection; see transport/membership.
 	ProbeInterval time.Duration
 	// ProbeTimeout: see ProbeInterval.
@@ -104,16 +117,18 @@ type LockspaceConfig struct {
 // ephemeral ports. Name and Members must still be set.
 func DefaultConfig() Config {
 	return Config{
-		ClusterID:        "dlm",
-		LinkAddr:         "127.0.0.1:0",
-		GossipAddr:       "127.0.0.1:0",
-		DefaultLockspace: DefaultLockspaceConfig(),
-		MaxLocks:         1 << 20,
-		Shards:           16,
-		TickInterval:     5 * time.Millisecond,
-		ClockDrift:       0.01,
-		ProbeInterval:    200 * time.Millisecond,
-		ProbeTimeout:     100 * time.Millisecond,
+		ClusterID:         "dlm",
+		LinkAddr:          "127.0.0.1:0",
+		GossipAddr:        "127.0.0.1:0",
+		DefaultLockspace:  DefaultLockspaceConfig(),
+		MaxLocks:          1 << 20,
+		Shards:            16,
+		TickInterval:      5 * time.Millisecond,
+		ClockDrift:        0.01,
+		Lease:             1500 * time.Millisecond,
+		HeartbeatInterval: 250 * time.Millisecond,
+		ProbeInterval:     200 * time.Millisecond,
+		ProbeTimeout:      100 * time.Millisecond,
 	}
 }
 
@@ -176,6 +191,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClockDrift < 0 || c.ClockDrift >= 0.5 {
 		bad("ClockDrift must be in [0, 0.5)")
+	}
+	if c.Lease <= 0 || c.HeartbeatInterval <= 0 || 2*c.HeartbeatInterval > c.Lease {
+		bad("need 0 < 2·HeartbeatInterval ≤ Lease")
 	}
 	if c.ProbeInterval <= 0 || c.ProbeTimeout <= 0 || c.ProbeTimeout > c.ProbeInterval {
 		bad("need 0 < ProbeTimeout <= ProbeInterval")

@@ -3,6 +3,7 @@ package dlm
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/modes"
@@ -106,6 +107,9 @@ var masterSentinels = []error{
 
 // remoteError rebuilds the public error from the text a master sent.
 func remoteError(text string) error {
+	if strings.HasPrefix(text, ErrNoQuorum.Error()) {
+		return fmt.Errorf("%w (at the master)", ErrNoQuorum)
+	}
 	for _, s := range masterSentinels {
 		if len(text) >= len(s.Error()) && text[:len(s.Error())] == s.Error() {
 			return fromMaster(fmt.Errorf("%w%s", s, text[len(s.Error()):]))

@@ -1,6 +1,7 @@
 package dlm
 
 import (
+	"errors"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/master"
@@ -12,13 +13,26 @@ import (
 // reader goroutine. It never blocks for long: it takes one shard's mutex,
 // runs the table, and queues replies on the links, which never block.
 func (n *Node) handle(in transport.Inbound) {
-	v := n.view.Load()
-	if v == nil {
-		return // not started yet: peers retry once we are in the view
+	if n.rec.Handle(in) {
+		return
 	}
-	from := v.byName[in.From]
-	if from == nil {
-		n.log.Warn("message from a node outside the view", "from", in.From, "type", in.Msg.Type().String())
+	switch m := in.Msg.(type) {
+	case *wire.LockReport, *wire.MasterReport:
+		n.onReport(in)
+		return
+	case *wire.Completion:
+		if m.Epoch >= n.gate.accept.Load() {
+			n.onCompletion(m)
+		}
+		return
+	case *wire.Blocking:
+		if m.Epoch >= n.gate.accept.Load() {
+			n.onBlocking(m)
+		}
+		return
+	}
+	from := n.view.Load().byName[in.From]
+	if from == nil || !n.admit(in) {
 		return
 	}
 	switch m := in.Msg.(type) {
@@ -32,13 +46,64 @@ func (n *Node) handle(in transport.Inbound) {
 		n.onCancelRequest(from, m)
 	case *wire.Renew:
 		n.onRenew(from, in.ReplyTo, m)
-	case *wire.Completion:
-		n.onCompletion(m)
-	case *wire.Blocking:
-		n.onBlocking(m)
 	default:
 		n.log.Debug("unexpected message", "from", in.From, "type", in.Msg.Type().String())
 	}
+}
+
+// admit decides what happens to a lock request by its epoch. One of an
+// older epoch is dropped: its sender's recovery report says whatever it
+// still holds or waits for. One of the epoch being recovered, or a newer
+// one, waits for the end of the recovery. Without quorum, a request or a
+// conversion is refused (ErrNoQuorum), while releases and cancels, always
+// safe, go through.
+func (n *Node) admit(in transport.Inbound) bool {
+	e := requestEpoch(in.Msg)
+	cur := n.epoch()
+	switch {
+	case e < cur:
+		return false
+	case e > cur || n.recovering():
+		n.park(in)
+		return false
+	case n.serving():
+		return true
+	}
+	switch m := in.Msg.(type) {
+	case *wire.LockRequest:
+		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
+		return false
+	case *wire.ConvertRequest:
+		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
+		return false
+	case *wire.Renew:
+		if in.ReplyTo.IsRequest() {
+			_ = n.links.Reply(in.ReplyTo, &wire.Completion{Epoch: cur, Lockspace: m.Lockspace, Lock: m.Locks[0], Status: wire.StatusError, Err: ErrNoQuorum.Error()})
+		}
+		return false
+	}
+	return true
+}
+
+func requestEpoch(m wire.Message) uint64 {
+	switch m := m.(type) {
+	case *wire.LockRequest:
+		return m.Epoch
+	case *wire.ConvertRequest:
+		return m.Epoch
+	case *wire.UnlockRequest:
+		return m.Epoch
+	case *wire.CancelRequest:
+		return m.Epoch
+	case *wire.Renew:
+		return m.Epoch
+	}
+	return 0
+}
+
+func (n *Node) refuseNoQuorum(to, lockspace string, lock uint64) {
+	c := &wire.Completion{Epoch: n.epoch(), Lockspace: lockspace, Lock: lock, Status: wire.StatusError, Err: ErrNoQuorum.Error()}
+	_ = n.links.Send(to, c)
 }
 
 // masterShard finds the shard that masters resource in lockspace, creating
@@ -48,14 +113,31 @@ func (n *Node) masterShard(lockspace, resource string) (*Lockspace, *shard) {
 	return ls, ls.shardOf(resourceHash(ls.seed, resource))
 }
 
+// masters reports whether this node masters resource in the current view.
+// A request of the current epoch always reaches its master (every node of
+// the view routes alike); this guards against a bug ever splitting one.
+func (n *Node) masters(ls *Lockspace, resource string) bool {
+	if n.view.Load().masterOf(resourceHash(ls.seed, resource)).name == n.self.name {
+		return true
+	}
+	n.log.Error("request for a resource this node does not master; dropped", "lockspace", ls.name, "resource", resource)
+	return false
+}
+
 func (n *Node) onLockRequest(from *member, m *wire.LockRequest) {
 	ls, sh := n.masterShard(m.Lockspace, m.Resource)
+	if !n.masters(ls, m.Resource) {
+		return
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	res, err := ls.tableRequest(sh, master.Request{
 		Resource: m.Resource, Lock: master.LockID{Node: from.id, ID: m.Lock}, Owner: master.OwnerID(m.Owner),
 		Mode: m.Mode, Flags: master.Flags(m.Flags), Timeout: ticks(time.Duration(m.Timeout)), TTL: ticks(time.Duration(m.TTL)),
 	})
+	if errors.Is(err, master.ErrLockExists) {
+		return // a request that a recovery report already restored
+	}
 	if err != nil || res.Status == master.Granted {
 		ls.reply(sh, from, m.Lock, res, err)
 	}
@@ -63,12 +145,18 @@ func (n *Node) onLockRequest(from *member, m *wire.LockRequest) {
 
 func (n *Node) onConvertRequest(from *member, m *wire.ConvertRequest) {
 	ls, sh := n.masterShard(m.Lockspace, m.Resource)
+	if !n.masters(ls, m.Resource) {
+		return
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	res, err := ls.tableConvert(sh, master.Convert{
 		Lock: master.LockID{Node: from.id, ID: m.Lock}, Owner: master.OwnerID(m.Owner), Mode: m.Mode,
 		Flags: master.Flags(m.Flags), Timeout: ticks(time.Duration(m.Timeout)), LVBOp: master.LVBOp(m.LVBOp), LVB: m.LVB,
 	})
+	if errors.Is(err, master.ErrConvertPending) {
+		return // a conversion that a recovery report already restored
+	}
 	if err != nil || res.Status == master.Granted {
 		ls.reply(sh, from, m.Lock, res, err)
 	}
@@ -77,7 +165,7 @@ func (n *Node) onConvertRequest(from *member, m *wire.ConvertRequest) {
 // reply answers a request at once: its grant, or why it failed.
 func (ls *Lockspace) reply(sh *shard, to *member, lock uint64, res master.Result, err error) {
 	c := &sh.comp
-	*c = wire.Completion{Epoch: firstEpoch, Lockspace: ls.name, Lock: lock, Mode: res.Mode, Token: res.Token, Demoted: res.Demoted}
+	*c = wire.Completion{Epoch: ls.node.epoch(), Lockspace: ls.name, Lock: lock, Mode: res.Mode, Token: res.Token, Demoted: res.Demoted}
 	if err != nil {
 		c.Status, c.Err = statusOf(err)
 	} else {
@@ -122,7 +210,7 @@ func (n *Node) onRenew(from *member, to transport.ReplyTo, m *wire.Renew) {
 		}
 	}
 	if to.IsRequest() {
-		_ = n.links.Reply(to, &wire.Completion{Epoch: firstEpoch, Lockspace: m.Lockspace, Lock: m.Locks[0], Status: status})
+		_ = n.links.Reply(to, &wire.Completion{Epoch: n.epoch(), Lockspace: m.Lockspace, Lock: m.Locks[0], Status: status})
 	}
 }
 

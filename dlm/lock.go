@@ -33,7 +33,7 @@ type Lock struct {
 	resource string
 	owner    *Owner
 	ownerID  master.OwnerID
-	master   *member // the node that masters the resource
+	hash     uint64 // resource hash: picks the shard and, per view, the master
 	onBlock  func(modes.Mode)
 	ttl      time.Duration
 	started  time.Time // when the in-flight operation started, for metrics
@@ -58,6 +58,7 @@ type Lock struct {
 	// be granted.
 	pendingConvert bool
 	lostReported   bool // Unlock has returned lostErr once
+	noQueue        bool // the operation in flight is a try: recovery fails it
 	lease          *time.Timer
 	leaseEnds      time.Time
 }
@@ -115,11 +116,8 @@ func (ls *Lockspace) acquire(ctx context.Context, resource string, mode modes.Mo
 
 func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes.Mode, o lockOpts) (*Lock, error) {
 	n := ls.node
-	if n.closed.Load() {
-		return nil, ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, ctxError(err)
+	if err := n.waitServing(ctx); err != nil {
+		return nil, err
 	}
 	if max := n.cfg.MaxLocks; max > 0 && n.nlocks.Add(1) > int64(max) {
 		n.nlocks.Add(-1)
@@ -130,11 +128,10 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	}
 	h := resourceHash(ls.seed, resource)
 	sh := ls.shardOf(h)
-	v := n.view.Load()
 	lk := &Lock{
 		ls: ls, sh: sh, id: n.newLockID(sh), resource: resource, owner: o.owner,
-		master: v.masterOf(h), onBlock: o.onBlocking, ttl: o.ttl, started: time.Now(),
-		state: stWaiting, want: mode,
+		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: time.Now(),
+		state: stWaiting, want: mode, noQueue: o.noQueue,
 	}
 	if o.owner != nil {
 		lk.ownerID = o.owner.id
@@ -161,16 +158,29 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	return lk, nil
 }
 
-func (lk *Lock) local() bool { return lk.master == lk.ls.node.self }
+// masterName is the node that masters the lock's resource in the current
+// view: operations always go there, so that after a recovery moved the
+// resource they reach its new master.
+func (lk *Lock) masterName() string {
+	return lk.ls.node.view.Load().masterOf(lk.hash).name
+}
+
+func (lk *Lock) local() bool { return lk.masterName() == lk.ls.node.self.name }
 
 func (lk *Lock) key() master.LockID { return master.LockID{Node: lk.ls.node.self.id, ID: lk.id} }
 
 // startRequest sends the first request to the master (or runs it on the
-// local table). Caller holds sh.mu.
+// local table). If a recovery began since the caller checked the gate, it
+// sends nothing: the lock waits, and the recovery reports it to the new
+// master. Caller holds sh.mu.
 func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 	timeout := deadlineOf(ctx)
 	if lk.ttl > 0 {
 		lk.startLease(time.Now())
+	}
+	if !lk.ls.node.serving() {
+		lk.done = make(chan struct{}, 1)
+		return nil
 	}
 	if lk.local() {
 		res, err := lk.ls.tableRequest(lk.sh, master.Request{
@@ -188,7 +198,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 	lk.done = make(chan struct{}, 1)
 	sh := lk.sh
 	sh.req = wire.LockRequest{
-		Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
+		Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
 		Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(o.tableFlags()),
 		Timeout: int64(timeout), TTL: int64(lk.ttl),
 	}
@@ -196,8 +206,9 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 }
 
 func (lk *Lock) send(m wire.Message) error {
-	if err := lk.ls.node.links.Send(lk.master.name, m); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, lk.master.name, err)
+	name := lk.masterName()
+	if err := lk.ls.node.links.Send(name, m); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, name, err)
 	}
 	return nil
 }
@@ -205,8 +216,9 @@ func (lk *Lock) send(m wire.Message) error {
 // post sends a message nobody waits for (unlock, cancel): it may leave with
 // the next message to the same master rather than in a write of its own.
 func (lk *Lock) post(m wire.Message) error {
-	if err := lk.ls.node.links.Post(lk.master.name, m); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, lk.master.name, err)
+	name := lk.masterName()
+	if err := lk.ls.node.links.Post(name, m); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, name, err)
 	}
 	return nil
 }
@@ -270,7 +282,7 @@ func (lk *Lock) withdraw(cause error) error {
 	if lk.state != stWaiting && lk.state != stConverting {
 		return nil
 	}
-	if lk.local() {
+	if lk.local() && lk.ls.node.serving() {
 		// The cancel's effect ends the operation at once, under this lock.
 		_ = lk.ls.tableCancel(sh, lk.key(), lk.ownerID)
 		if lk.state != stWaiting && lk.state != stConverting {
@@ -284,8 +296,10 @@ func (lk *Lock) withdraw(cause error) error {
 	}
 	// A remote master learns of it by message; the answer may still be a
 	// grant, which finish then gives back.
-	sh.can = wire.CancelRequest{Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
-	_ = lk.post(&sh.can)
+	if lk.ls.node.serving() {
+		sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
+		_ = lk.post(&sh.can)
+	}
 	if lk.state == stWaiting {
 		lk.state = stAbandoned
 	} else {
@@ -370,7 +384,7 @@ func (lk *Lock) giveBack(sh *shard) {
 		sh.releases = append(sh.releases, master.Release{Lock: lk.key(), Owner: lk.ownerID})
 		return
 	}
-	sh.unl = wire.UnlockRequest{Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
+	sh.unl = wire.UnlockRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
 	_ = lk.post(&sh.unl)
 }
 
@@ -434,7 +448,7 @@ func (lk *Lock) closeLocked(sh *shard) {
 		if lk.local() {
 			_ = sh.table.Cancel(lk.key(), lk.ownerID)
 		} else {
-			sh.can = wire.CancelRequest{Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
+			sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
 			_ = lk.post(&sh.can)
 		}
 	}
@@ -450,10 +464,15 @@ func (lk *Lock) closeLocked(sh *shard) {
 // back if the holder set one and holds PW or EX. Caller holds sh.mu.
 func (lk *Lock) releaseAtMaster(sh *shard, _ modes.Mode) error {
 	op, val := lk.valueToWrite(lk.mode, modes.NL)
+	if n := lk.ls.node; n.recovering() {
+		// The tables are being rebuilt: release the lock once they are.
+		n.deferUnlock(lk, op, val)
+		return nil
+	}
 	if lk.local() {
 		return fromMaster(lk.ls.tableRelease(sh, master.Release{Lock: lk.key(), Owner: lk.ownerID, LVBOp: master.LVBOp(op), LVB: val}))
 	}
-	sh.unl = wire.UnlockRequest{Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID), LVB: val, LVBOp: op}
+	sh.unl = wire.UnlockRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID), LVB: val, LVBOp: op}
 	return lk.post(&sh.unl)
 }
 
@@ -465,6 +484,21 @@ func (lk *Lock) valueToWrite(from, to modes.Mode) (wire.LVBOp, []byte) {
 		return wire.LVBNone, nil
 	}
 	return lk.valueOp, lk.newValue
+}
+
+// keepWrittenValue updates this holder's copy of the value block with what
+// it writes (a PW or EX holder is the only writer): a recovery then reports
+// the value as written, even if the write never reached the old master.
+// Caller holds sh.mu.
+func (lk *Lock) keepWrittenValue(op wire.LVBOp, val []byte) {
+	switch op {
+	case wire.LVBWrite:
+		lk.value = append(lk.value[:0], val...)
+		lk.valueSeq++
+		lk.valueOK = true
+	case wire.LVBInvalidate:
+		lk.valueOK = false
+	}
 }
 
 // Unlock releases the lock. The master is told at once; for a remote master
@@ -530,8 +564,8 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	if err := o.validate(mode, true); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return ctxError(err)
+	if err := lk.ls.node.waitServing(ctx); err != nil {
+		return err
 	}
 	sh := lk.sh
 	sh.mu.Lock()
@@ -540,18 +574,21 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 		return err
 	}
 	op, val := lk.valueToWrite(lk.mode, mode)
-	lk.state, lk.want, lk.started = stConverting, mode, time.Now()
+	lk.keepWrittenValue(op, val)
+	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, time.Now(), o.noQueue
 	if lk.done == nil {
 		lk.done = make(chan struct{}, 1)
 	}
 	drain(lk.done)
 	timeout := deadlineOf(ctx)
 	var err error
-	if lk.local() {
+	if !lk.ls.node.serving() {
+		// A recovery began: the conversion waits in the report instead.
+	} else if lk.local() {
 		err = lk.convertLocal(o, op, val, timeout)
 	} else {
 		sh.conv = wire.ConvertRequest{
-			Epoch: firstEpoch, Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
+			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
 			Owner: uint64(lk.ownerID), Mode: mode, Flags: uint32(o.tableFlags()), Timeout: int64(timeout),
 			LVB: val, LVBOp: op,
 		}

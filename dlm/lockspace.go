@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/bits"
 	"sync"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -55,8 +56,10 @@ func newLockspace(n *Node, name string, cfg LockspaceConfig) *Lockspace {
 	ls := &Lockspace{node: n, name: name, cfg: cfg, seed: xxhash.Sum64String(name)}
 	ls.shardBits = bits.TrailingZeros(uint(n.cfg.Shards))
 	for i := range n.cfg.Shards {
+		t := master.New(cfg.tableConfig())
+		t.RaiseTokenFloor(tokenFloor(time.Now())) // see tokenFloor
 		ls.shards = append(ls.shards, &shard{
-			idx: uint64(i), table: master.New(cfg.tableConfig()),
+			idx: uint64(i), table: t,
 			locks: map[uint64]*Lock{}, demoted: map[master.LockID]bool{},
 		})
 	}
@@ -178,11 +181,11 @@ func (ls *Lockspace) deliverRemote(sh *shard, e *master.Effect) {
 	}
 	var msg wire.Message
 	if e.Kind == master.EffectBlocking {
-		sh.blk = wire.Blocking{Epoch: firstEpoch, Lockspace: ls.name, Lock: e.Lock.ID, Mode: e.Mode}
+		sh.blk = wire.Blocking{Epoch: ls.node.epoch(), Lockspace: ls.name, Lock: e.Lock.ID, Mode: e.Mode}
 		msg = &sh.blk
 	} else {
 		c := &sh.comp
-		*c = wire.Completion{Epoch: firstEpoch, Lockspace: ls.name, Lock: e.Lock.ID, Mode: e.Mode, Token: e.Token}
+		*c = wire.Completion{Epoch: ls.node.epoch(), Lockspace: ls.name, Lock: e.Lock.ID, Mode: e.Mode, Token: e.Token}
 		switch e.Kind {
 		case master.EffectGranted:
 			c.Status = wire.StatusGranted

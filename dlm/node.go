@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seed-a6839e30/dlm/master"
+	"github.com/seed-a6839e30/dlm/recovery"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/membership"
 	"github.com/seed-a6839e30/dlm/transport/wire"
@@ -36,11 +37,16 @@ type Node struct {
 	view  atomic.Pointer[view]
 	links *transport.Links
 	ms    *membership.Membership
+	rec   *recovery.Manager
 
 	mu         sync.Mutex
 	lockspaces map[string]*Lockspace
 	alive      map[string]membership.Member // what membership says is up
-	changed    chan struct{}                // signalled on every membership event
+
+	// gate says whether the node serves lock traffic; see gate.go.
+	gate gate
+	// recov holds what recovery collects between views; see recovery.go.
+	recov recoveryState
 
 	closed  atomic.Bool
 	closing chan struct{}
@@ -53,13 +59,9 @@ type Node struct {
 	callbacks *dispatcher
 }
 
-// epoch is the membership epoch lock messages carry. Until recovery agrees
-// on new views, the cluster runs in its first epoch.
-const firstEpoch = 1
-
 // Start starts a node and joins the cluster: it listens for lock traffic,
-// joins gossip through cfg.Seeds, and returns once every configured member
-// is up, or ctx ends.
+// joins gossip through cfg.Seeds, and returns once it is a member of an
+// agreed view and holds its quorum lease (it may take locks), or ctx ends.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -67,7 +69,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, bootID: randomUint64(), start: time.Now(),
 		lockspaces: map[string]*Lockspace{}, alive: map[string]membership.Member{},
-		changed: make(chan struct{}, 1), closing: make(chan struct{}), callbacks: newDispatcher(),
+		closing: make(chan struct{}), callbacks: newDispatcher(),
 	}
 	n.log = cfg.Logger
 	if n.log == nil {
@@ -87,20 +89,56 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.self = newMember(cfg.Name, n.links.Addr().String(), n.bootID)
-	if err := n.startMembership(); err != nil {
+	n.view.Store(newView(0, nil, n.self))
+	n.gate.init()
+	if err := n.startRecovery(); err != nil {
 		_ = n.links.Close()
 		n.met.unregister(n.reg())
 		return nil, err
 	}
-	if err := n.bootstrap(ctx); err != nil {
-		n.shutdown()
+	if err := n.startMembership(); err != nil {
+		n.rec.Close()
+		_ = n.links.Close()
+		n.met.unregister(n.reg())
 		return nil, err
 	}
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.callbacks.run(n.closing) }()
 	go func() { defer n.wg.Done(); n.tickLoop() }()
-	n.log.Info("dlm node started", "members", len(cfg.Members), "link", n.self.linkAddr)
+	n.rec.Start()
+	select {
+	case <-n.rec.Served():
+	case <-ctx.Done():
+		n.shutdown()
+		return nil, fmt.Errorf("dlm: waiting to join a view of the cluster (members up: %v): %w", n.aliveNames(), ctx.Err())
+	}
+	n.log.Info("dlm node started", "view", n.rec.View().String(), "link", n.self.linkAddr)
 	return n, nil
+}
+
+func (n *Node) startRecovery() error {
+	rc := recovery.DefaultConfig()
+	rc.Name, rc.BootID, rc.Members = n.cfg.Name, n.bootID, n.cfg.Members
+	rc.Lease, rc.HeartbeatInterval, rc.ClockDrift = n.cfg.Lease, n.cfg.HeartbeatInterval, n.cfg.ClockDrift
+	rc.DisableLockDelay = n.cfg.unsafeNoLockDelay
+	rc.Logger, rc.Registerer = n.log, n.cfg.Registerer
+	rec, err := recovery.New(rc, n.links, recoveryHost{n})
+	if err != nil {
+		return fmt.Errorf("dlm: recovery: %w", err)
+	}
+	n.rec = rec
+	return nil
+}
+
+func (n *Node) aliveNames() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	names := make([]string, 0, len(n.alive))
+	for name := range n.alive {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func (n *Node) reg() prometheus.Registerer { return n.cfg.Registerer }
@@ -191,86 +229,29 @@ func (n *Node) Members() []string {
 }
 
 // onMemberEvent runs on membership's delivery goroutine. It records who is
-// up and where their links are; it never blocks.
+// up and where their links are, and tells recovery (which only proposes
+// views from it; it never trusts a leave as proof of death). It never
+// blocks.
 func (n *Node) onMemberEvent(ev membership.Event) {
+	name := ev.Member.Name
+	if !slices.Contains(n.cfg.Members, name) || name == n.self.name {
+		return
+	}
 	n.mu.Lock()
-	switch ev.Kind {
-	case membership.Leave:
-		delete(n.alive, ev.Member.Name)
-	default:
-		n.alive[ev.Member.Name] = ev.Member
+	if ev.Kind == membership.Leave {
+		delete(n.alive, name)
+	} else {
+		n.alive[name] = ev.Member
 	}
 	n.mu.Unlock()
-	if ev.Kind != membership.Leave && n.view.Load() != nil {
-		if v := n.view.Load(); v.byName[ev.Member.Name] != nil {
-			if err := n.links.SetPeer(ev.Member.Name, ev.Member.LinkAddr); err != nil {
-				n.log.Warn("peer address refused", "peer", ev.Member.Name, "err", err)
-			}
-		}
+	if ev.Kind == membership.Leave {
+		n.rec.MemberGone(name)
+		return
 	}
-	if ev.Kind == membership.Leave || ev.Kind == membership.Restart {
-		n.log.Warn("member left or restarted", "member", ev.Member.Name, "event", ev.Kind.String())
+	if err := n.links.SetPeer(name, ev.Member.LinkAddr); err != nil {
+		n.log.Warn("peer address refused", "peer", name, "err", err)
 	}
-	select {
-	case n.changed <- struct{}{}:
-	default:
-	}
-}
-
-// bootstrap waits until every configured member is up, then installs the
-// first view: from then on, each resource has a master.
-func (n *Node) bootstrap(ctx context.Context) error {
-	n.onMemberEvent(membership.Event{Kind: membership.Join, Member: n.ms.Local()})
-	for {
-		if ms, ok := n.allMembersUp(); ok {
-			for _, m := range ms {
-				if m.name == n.self.name {
-					continue
-				}
-				if err := n.links.SetPeer(m.name, m.linkAddr); err != nil {
-					return fmt.Errorf("dlm: peer %s: %w", m.name, err)
-				}
-			}
-			n.view.Store(newView(firstEpoch, ms))
-			return nil
-		}
-		select {
-		case <-n.changed:
-		case <-ctx.Done():
-			n.mu.Lock()
-			missing := n.missingLocked()
-			n.mu.Unlock()
-			return fmt.Errorf("dlm: waiting for members %v: %w", missing, ctx.Err())
-		}
-	}
-}
-
-func (n *Node) allMembersUp() ([]*member, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if len(n.missingLocked()) > 0 {
-		return nil, false
-	}
-	ms := make([]*member, 0, len(n.cfg.Members))
-	for _, name := range n.cfg.Members {
-		if name == n.self.name {
-			ms = append(ms, n.self)
-			continue
-		}
-		a := n.alive[name]
-		ms = append(ms, newMember(name, a.LinkAddr, a.BootID))
-	}
-	return ms, true
-}
-
-func (n *Node) missingLocked() []string {
-	var missing []string
-	for _, name := range n.cfg.Members {
-		if _, ok := n.alive[name]; !ok && name != n.self.name {
-			missing = append(missing, name)
-		}
-	}
-	return missing
+	n.rec.MemberAlive(name, ev.Member.BootID)
 }
 
 // Lockspace opens a lockspace (creating it on first use) with the limits
@@ -369,7 +350,11 @@ const closeFlushTimeout = 2 * time.Second
 // shutdown stops the node's machinery; locks must already be settled.
 func (n *Node) shutdown() {
 	n.closed.Store(true)
+	n.gate.close()
 	var errs []error
+	if n.rec != nil {
+		n.rec.Close()
+	}
 	if n.ms != nil {
 		errs = append(errs, n.ms.Close())
 	}

@@ -68,6 +68,9 @@ func (lk *Lock) Renew(ctx context.Context) error {
 		return fmt.Errorf("%w: the lock has no TTL", ErrInvalidArgument)
 	}
 	sh := lk.sh
+	if err := lk.ls.node.waitServing(ctx); err != nil {
+		return err
+	}
 	sent := time.Now()
 	sh.mu.Lock()
 	if err := lk.checkAlive(); err != nil {
@@ -83,9 +86,9 @@ func (lk *Lock) Renew(ctx context.Context) error {
 		sh.mu.Unlock()
 		return err
 	}
-	m := lk.master.name
+	m := lk.masterName()
 	sh.mu.Unlock()
-	reply, err := lk.ls.node.links.Call(ctx, m, &wire.Renew{Epoch: firstEpoch, Lockspace: lk.ls.name, Locks: []uint64{lk.id}})
+	reply, err := lk.ls.node.links.Call(ctx, m, &wire.Renew{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Locks: []uint64{lk.id}})
 	if err != nil {
 		return fmt.Errorf("%w: renew: %w", ErrUnavailable, err)
 	}
@@ -147,4 +150,6 @@ func (lk *Lock) KeepAlive(ctx context.Context) error {
 
 // isTransient reports whether a failed renewal may succeed if tried again
 // before the lease ends.
-func isTransient(err error) bool { return errors.Is(err, ErrUnavailable) }
+func isTransient(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoQuorum)
+}

@@ -26,7 +26,12 @@ type member struct {
 	bootID   uint64
 }
 
-func newView(epoch uint64, ms []*member) *view {
+// newView makes a view of members; with none (before the first agreed
+// view) it holds self alone, so that routing never finds no master.
+func newView(epoch uint64, ms []*member, self *member) *view {
+	if len(ms) == 0 {
+		ms = []*member{self}
+	}
 	v := &view{epoch: epoch, byName: map[string]*member{}, byID: map[master.NodeID]*member{}}
 	v.members = slices.Clone(ms)
 	slices.SortFunc(v.members, func(a, b *member) int { return cmp.Compare(a.name, b.name) })

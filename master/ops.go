@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/seed-a6839e30/dlm/modes"
 )
@@ -305,6 +306,42 @@ func (t *Table) endQueued(r *resource, l *lock, err error) {
 		t.timers.update(l.timer)
 	}
 	t.grantPending(r)
+}
+
+// Fail ends a queued request or conversion with err, as Cancel does with
+// ErrCancelled: a node that lost its quorum fails what waits on its tables.
+func (t *Table) Fail(id LockID, err error) error {
+	l, ferr := t.find(id)
+	if ferr != nil {
+		return ferr
+	}
+	if l.queue == QueueGranted {
+		return fmt.Errorf("%w: %v", ErrNotPending, id)
+	}
+	t.endQueued(l.res, l, err)
+	return nil
+}
+
+// Queued returns the ids of every queued request and conversion, resources
+// in name order and each queue in order.
+func (t *Table) Queued() []LockID {
+	names := make([]string, 0, len(t.res))
+	for name, r := range t.res {
+		if r.nqueued > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var out []LockID
+	for _, name := range names {
+		r := t.res[name]
+		for _, q := range []*lockList{&r.convert, &r.wait} {
+			for l := q.front(); l != nil; l = q.next(l) {
+				out = append(out, l.key())
+			}
+		}
+	}
+	return out
 }
 
 // Renew restarts the TTL of a lock that has one. It is a no-op for a lock

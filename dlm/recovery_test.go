@@ -1,0 +1,150 @@
+package dlm
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// kill crashes node i: the network drops everything to and from it, and
+// its goroutines stop without releasing anything, as if the process died.
+func (c *cluster) kill(i int) {
+	c.t.Helper()
+	if err := c.net.Crash(c.nodes[i].Name()); err != nil {
+		c.t.Fatal(err)
+	}
+	c.nodes[i].closed.Store(true)
+	c.nodes[i].shutdown()
+	c.nodes[i] = nil
+}
+
+// waitView waits (fake time) until every live node serves in a view with
+// n members.
+func (c *cluster) waitView(members int, within time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	for {
+		ok := true
+		var epoch uint64
+		for _, nd := range c.nodes {
+			if nd == nil {
+				continue
+			}
+			v := nd.rec.View()
+			if len(v.Members) != members || !nd.rec.Serving() || (epoch != 0 && v.Epoch != epoch) {
+				ok = false
+				break
+			}
+			epoch = v.Epoch
+		}
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			c.t.Fatalf("no common view of %d members within %v", members, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRecoveryKillHolder(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		res := c.resourceOn(1, "kh")
+		held := mustLock(t, c.ls[0], res, modes.EX)
+		got := make(chan *Lock, 1)
+		go func() { got <- mustLock(t, c.ls[2], res, modes.EX) }()
+		synctestWait()
+		start := time.Now()
+		c.kill(0)
+		lk := <-got
+		took := time.Since(start)
+		t.Logf("waiter granted %v after the holder died (token %d > %d)", took, lk.Token(), held.Token())
+		if lk.Token() <= held.Token() {
+			t.Fatalf("token went back: %d after %d", lk.Token(), held.Token())
+		}
+		if cfg := c.nodes[1].rec.Config(); took < cfg.LockDelay() {
+			t.Fatalf("granted after %v, before the lock-delay %v", took, cfg.LockDelay())
+		}
+		c.waitView(2, 10*time.Second)
+		mustUnlock(t, lk)
+	})
+}
+
+func TestRecoveryKillMaster(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		res := c.resourceOn(1, "km")
+		keep := mustLock(t, c.ls[2], res, modes.NL)
+		held := mustLock(t, c.ls[0], res, modes.EX)
+		_ = held.SetValue([]byte("v1"))
+		if err := held.Convert(bg, modes.PW); err != nil { // writes v1
+			t.Fatal(err)
+		}
+		got := make(chan *Lock, 1)
+		go func() { got <- mustLock(t, c.ls[2], res, modes.PR) }()
+		synctestWait()
+		c.kill(1)
+		c.waitView(2, 10*time.Second)
+		select {
+		case <-got:
+			t.Fatal("PR granted while the PW holder still holds")
+		default:
+		}
+		if held.Mode() != modes.PW || held.Err() != nil {
+			t.Fatalf("holder after its master died: %v %v", held.Mode(), held.Err())
+		}
+		if err := held.Convert(bg, modes.NL); err != nil { // lets the PR in
+			t.Fatal(err)
+		}
+		lk := <-got
+		if v, ok := lk.Value(); string(v) != "v1" || !ok {
+			t.Fatalf("value after remastering: %q valid=%v", v, ok)
+		}
+		if lk.Token() <= held.Token() {
+			t.Fatalf("token %d not above %d", lk.Token(), held.Token())
+		}
+		mustUnlock(t, lk)
+		mustUnlock(t, held)
+		mustUnlock(t, keep)
+	})
+}
+
+func TestRecoveryPartitionedNodeLosesLease(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		res := c.resourceOn(1, "part")
+		held := mustLock(t, c.ls[0], res, modes.EX)
+		c.net.Isolate(c.nodes[0].Name())
+		start := time.Now()
+		<-held.Lost()
+		lostAt := time.Since(start)
+		if !errors.Is(held.Err(), ErrNoQuorum) {
+			t.Fatalf("lost: %v", held.Err())
+		}
+		got := make(chan *Lock, 1)
+		go func() { got <- mustLock(t, c.ls[2], res, modes.EX) }()
+		lk := <-got
+		grantedAt := time.Since(start)
+		t.Logf("isolated holder lost its lock after %v; another was granted after %v", lostAt, grantedAt)
+		if grantedAt <= lostAt {
+			t.Fatal("the lock was granted again before its holder knew it had lost it")
+		}
+		if _, err := c.ls[0].Lock(bg, "other", modes.NL); !errors.Is(err, ErrNoQuorum) {
+			t.Fatalf("lock on a node without quorum: %v", err)
+		}
+		c.net.Heal()
+		c.waitView(3, 30*time.Second)
+		lk2, err := c.ls[0].Lock(bg, "after-heal", modes.EX)
+		if err != nil {
+			t.Fatalf("after the heal: %v", err)
+		}
+		mustUnlock(t, lk2)
+		mustUnlock(t, lk)
+	})
+}

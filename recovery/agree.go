@@ -1,0 +1,218 @@
+package recovery
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// View agreement. memberlist's events only propose: the coordinator (the
+// lowest-named configured member that membership says is up) proposes
+// (epoch, members) whenever the members it sees differ from the committed
+// view. A node promises at most one proposal per epoch, and only for an
+// epoch above every epoch it promised or committed; a proposal commits when
+// every member of the new view promised it, and they are a quorum of the
+// configured cluster. Two proposals for one epoch cannot both commit: each
+// needs a quorum of promises, quorums intersect, and the node in both
+// promised only one. A node that learns of views agreed without it (a
+// proposal whose previous epoch is newer than its own, and which it did not
+// promise) drops its lock state before promising: it is a zombie.
+
+// coordinate runs on the coordinator loop: propose a view when the members
+// differ from the committed view, and drive the current recovery's barrier.
+func (m *Manager) coordinate() {
+	m.mu.Lock()
+	if !m.isCoordinatorLocked() || m.proposing || time.Now().Before(m.retryAfter) {
+		m.mu.Unlock()
+		return
+	}
+	desired := m.desiredLocked()
+	switch {
+	case len(desired) < m.cfg.Quorum():
+		m.mu.Unlock()
+		return
+	case m.committed.Epoch == 0 && len(desired) < len(m.cfg.Members) && time.Since(m.quorumSince) < m.cfg.Settle:
+		m.mu.Unlock() // first view: give the rest a moment to come up
+		return
+	case sameMembers(desired, m.committed.Members) && !m.evicted:
+		m.mu.Unlock()
+		m.driveBarrier()
+		return
+	}
+	epoch := max(m.committed.Epoch, m.promised, m.highest) + 1
+	prev := m.committed.Epoch
+	m.proposing = true
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		m.propose(epoch, prev, desired)
+	}()
+}
+
+// isCoordinatorLocked: this node is the lowest-named member of the
+// committed view that it sees up (before the first view: of every node it
+// sees up). A node that is out of the view, or was evicted, never
+// coordinates: its membership may be stale from a partition, and a view it
+// proposed could leave healthy nodes out. The view's coordinator adds it.
+func (m *Manager) isCoordinatorLocked() bool {
+	if m.evicted || (m.committed.Epoch != 0 && !m.committed.Has(m.self)) {
+		return false
+	}
+	for name := range m.alive {
+		if name < m.self.Name && (m.committed.Epoch == 0 || m.committed.HasName(name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// desiredLocked is the view the coordinator wants: every configured member
+// membership says is up, with the boot it runs.
+func (m *Manager) desiredLocked() []Member {
+	out := make([]Member, 0, len(m.alive))
+	for name, boot := range m.alive {
+		out = append(out, Member{Name: name, BootID: boot})
+	}
+	return sortMembers(out)
+}
+
+// propose runs one proposal round and commits it if every member promises.
+func (m *Manager) propose(epoch, prev uint64, members []Member) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ProposeTimeout)
+	defer cancel()
+	p := &wire.Propose{Epoch: epoch, Coordinator: m.self.Name, PrevEpoch: prev, Members: toWire(members)}
+	m.log.Debug("proposing", "epoch", epoch, "members", members)
+	var mu sync.Mutex
+	ok, seen := true, uint64(0)
+	var wg sync.WaitGroup
+	for _, mem := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pr := m.promiseFrom(ctx, mem, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if pr == nil || !pr.OK {
+				ok = false
+			}
+			if pr != nil {
+				seen = max(seen, pr.Promised, pr.Committed)
+			}
+		}()
+	}
+	wg.Wait()
+	m.mu.Lock()
+	m.proposing = false
+	m.highest = max(m.highest, seen)
+	if !ok {
+		// Back off a random while so that two nodes that both think they
+		// coordinate do not outbid each other for ever.
+		m.retryAfter = time.Now().Add(time.Duration(rand.Int64N(int64(4*m.cfg.CoordinatorInterval))) + m.cfg.CoordinatorInterval)
+		m.mu.Unlock()
+		m.met.proposals.WithLabelValues("failed").Inc()
+		return
+	}
+	m.mu.Unlock()
+	m.met.proposals.WithLabelValues("committed").Inc()
+	c := &wire.Commit{Epoch: epoch, Coordinator: m.self.Name, Members: toWire(members)}
+	for _, mem := range members {
+		if mem.Name == m.self.Name {
+			continue
+		}
+		_ = m.links.Send(mem.Name, c)
+	}
+	m.onCommit(c)
+}
+
+// promiseFrom asks one member for its promise (itself directly).
+func (m *Manager) promiseFrom(ctx context.Context, mem Member, p *wire.Propose) *wire.Promise {
+	if mem.Name == m.self.Name {
+		return m.promise(m.self, p)
+	}
+	rep, err := m.links.Call(ctx, mem.Name, p)
+	if err != nil {
+		m.log.Debug("no promise", "member", mem, "err", err)
+		return nil
+	}
+	pr, _ := rep.(*wire.Promise)
+	return pr
+}
+
+func (m *Manager) onPropose(from Member, to transport.ReplyTo, p *wire.Propose) {
+	pr := m.promise(from, p)
+	if to.IsRequest() {
+		_ = m.links.Reply(to, pr)
+	}
+}
+
+// promise decides on a proposal. A node that finds it missed views drops
+// its lock state before promising.
+func (m *Manager) promise(_ Member, p *wire.Propose) *wire.Promise {
+	v := View{Epoch: p.Epoch, Coordinator: p.Coordinator, Members: fromWire(p.Members)}
+	m.mu.Lock()
+	m.highest = max(m.highest, p.Epoch)
+	reason := ""
+	switch {
+	case p.Epoch <= max(m.promised, m.committed.Epoch):
+		reason = "epoch not above what this node promised or committed"
+	case !v.Has(m.self):
+		reason = "this node (this boot) is not a member of the proposal"
+	}
+	evicted := false
+	if reason == "" {
+		missed := p.PrevEpoch > m.committed.Epoch && !(m.pending != nil && m.pending.Epoch == p.PrevEpoch && m.pending.Has(m.self))
+		if missed {
+			evicted = m.evictLocked("views were agreed without this node")
+		}
+		m.promised, m.pending = p.Epoch, &v
+	}
+	pr := &wire.Promise{Epoch: p.Epoch, OK: reason == "", Promised: m.promised, Committed: m.committed.Epoch, Reason: reason}
+	m.mu.Unlock()
+	if evicted {
+		m.host.LeaseLost(true)
+	}
+	return pr
+}
+
+// onCommit installs a committed view and starts its recovery.
+func (m *Manager) onCommit(c *wire.Commit) {
+	v := View{Epoch: c.Epoch, Coordinator: c.Coordinator, Members: fromWire(c.Members)}
+	m.mu.Lock()
+	if c.Epoch <= m.committed.Epoch {
+		m.mu.Unlock()
+		return
+	}
+	m.highest = max(m.highest, c.Epoch)
+	m.promised = max(m.promised, c.Epoch)
+	if m.pending != nil && m.pending.Epoch <= c.Epoch {
+		m.pending = nil
+	}
+	if !v.Has(m.self) {
+		evicted := m.evictLocked("committed view without this node")
+		m.mu.Unlock()
+		if evicted {
+			m.host.LeaseLost(true)
+		}
+		return
+	}
+	prev := m.committed
+	m.committed, m.evicted = v, false
+	if m.run != nil {
+		m.run.cancel() // a newer view aborts the recovery under way
+	}
+	m.barrier = barrier{epoch: v.Epoch, statuses: map[string]uint8{}}
+	r := m.startRunLocked(prev, v)
+	m.met.epoch.Set(float64(v.Epoch))
+	m.mu.Unlock()
+	m.log.Info("view committed", "view", v.String(), "removed", Removed(prev, v))
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.recover(r)
+	}()
+}

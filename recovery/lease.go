@@ -1,0 +1,163 @@
+package recovery
+
+import (
+	"slices"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// The quorum lease. Every HeartbeatInterval a node sends a Heartbeat to
+// every configured peer membership says is up. A peer acknowledges it as a
+// member (Member: true) only if the sender, with its boot, is in the
+// peer's committed view; the sender's lease holds while at least Q−1 peers
+// (Q counting itself) acknowledged, as a member, a heartbeat it sent less
+// than Lease ago. Times are the sender's own monotonic clock, taken before
+// sending, so the lease can only end early, never late.
+//
+// A node whose lease ends stops granting and reports its locks lost
+// (Host.LeaseLost). Survivors that agree a view without it stop
+// acknowledging it as a member and, before re-granting anything it held,
+// wait LockDelay after the last acknowledgement each of them gave it.
+
+func (m *Manager) heartbeat() {
+	m.mu.Lock()
+	epoch := m.committed.Epoch
+	peers := make([]string, 0, len(m.alive))
+	for name := range m.alive {
+		if name != m.self.Name {
+			peers = append(peers, name)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(peers)
+	sent := time.Now()
+	for _, p := range peers {
+		err := m.links.Go(p, &wire.Heartbeat{Epoch: epoch}, func(rep wire.Message, err error) {
+			m.onAck(p, sent, rep, err)
+		})
+		if err != nil {
+			m.log.Debug("heartbeat not sent", "peer", p, "err", err)
+		}
+	}
+	m.checkLease()
+}
+
+// onHeartbeat acknowledges a peer's heartbeat, as a member if it is one
+// of the committed view.
+func (m *Manager) onHeartbeat(from Member, to transport.ReplyTo) {
+	m.mu.Lock()
+	member := !m.evicted && m.committed.Has(from)
+	if member {
+		m.ackGiven[from] = time.Now()
+	}
+	ack := &wire.HeartbeatAck{Epoch: m.committed.Epoch, Member: member}
+	m.mu.Unlock()
+	if to.IsRequest() {
+		_ = m.links.Reply(to, ack)
+	}
+}
+
+// onAck records a peer's answer to a heartbeat sent at sent.
+func (m *Manager) onAck(peer string, sent time.Time, rep wire.Message, err error) {
+	ack, ok := rep.(*wire.HeartbeatAck)
+	if err != nil || !ok {
+		return
+	}
+	m.mu.Lock()
+	m.highest = max(m.highest, ack.Epoch)
+	if ack.Member {
+		if sent.After(m.acks[peer]) {
+			m.acks[peer] = sent
+		}
+	}
+	evicted := !ack.Member && ack.Epoch > m.committed.Epoch && m.committed.Epoch != 0 &&
+		// A newer view does not hold this node: whatever it holds or
+		// masters has been, or will be, given to others.
+		m.evictLocked("peer "+peer+" is in a newer view without this node")
+	m.mu.Unlock()
+	if evicted {
+		m.host.LeaseLost(true)
+	}
+	m.checkLease()
+}
+
+// leaseEndLocked returns when the lease ends given the acks so far: the
+// (Q−1)-th most recent member ack plus Lease. A cluster of one needs none.
+func (m *Manager) leaseEndLocked() (time.Time, bool) {
+	need := m.cfg.Quorum() - 1
+	if need == 0 {
+		return time.Time{}, true
+	}
+	times := make([]time.Time, 0, len(m.acks))
+	for _, t := range m.acks {
+		times = append(times, t)
+	}
+	if len(times) < need {
+		return time.Time{}, false
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return b.Compare(a) })
+	return times[need-1].Add(m.cfg.Lease), true
+}
+
+// checkLease updates the lease and tells the host when it is lost or
+// regained. It schedules itself for the moment the lease would end.
+func (m *Manager) checkLease() {
+	m.mu.Lock()
+	end, any := m.leaseEndLocked()
+	now := time.Now()
+	ok := any && (end.IsZero() || now.Before(end)) && !m.evicted
+	was := m.leaseOK
+	m.leaseOK = ok
+	if ok && !end.IsZero() {
+		if m.leaseTimer == nil {
+			m.leaseTimer = time.AfterFunc(end.Sub(now), m.checkLease)
+		} else {
+			m.leaseTimer.Reset(end.Sub(now))
+		}
+	}
+	m.met.quorum.Set(b2f(ok))
+	served := m.noteServedLocked()
+	m.mu.Unlock()
+	switch {
+	case was && !ok:
+		m.log.Warn("quorum lease lost")
+		m.host.LeaseLost(false)
+	case !was && ok:
+		m.host.LeaseRegained()
+	}
+	if served {
+		close(m.served)
+	}
+}
+
+// noteServedLocked reports, once, that the node serves for the first time.
+func (m *Manager) noteServedLocked() bool {
+	if m.servedOnce || !m.servingLocked() {
+		return false
+	}
+	m.servedOnce = true
+	return true
+}
+
+// evictLocked marks the node evicted and reports whether it was not
+// already; the caller then tells the host, once unlocked, to drop its lock
+// state (Host.LeaseLost(true)).
+func (m *Manager) evictLocked(why string) bool {
+	if m.evicted {
+		return false
+	}
+	m.evicted = true
+	m.leaseOK = false
+	m.log.Warn("evicted: dropping all lock state", "why", why)
+	m.met.evictions.Inc()
+	return true
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

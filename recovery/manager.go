@@ -1,0 +1,234 @@
+package recovery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Host is the lock-state side of recovery: the node that embeds a Manager.
+// The Manager decides when; the Host moves the locks. No method is called
+// with the Manager's mutex held, and calls come from one goroutine at a
+// time for a given view.
+type Host interface {
+	// Suspend stops lock traffic: from now on the node sends no new lock
+	// request, drops lock messages of earlier epochs, and keeps those of v
+	// for after Resume.
+	Suspend(v View)
+	// Report sends what this node knows to the masters of view v: the
+	// locks it holds or waits for, and what it mastered before. It returns
+	// once every report has been acknowledged, or ctx ends.
+	Report(ctx context.Context, v View) error
+	// Rebuild builds the lock tables of the resources this node masters in
+	// v from the reports it received for v.
+	Rebuild(v View)
+	// Resume re-enables locking in view v.
+	Resume(v View)
+	// LeaseLost tells the node it has no quorum lease: it must stop
+	// granting, fail waiting requests and report its locks lost. evicted
+	// says the cluster agreed a view without it: it must also drop all lock
+	// state, since the cluster has already given its locks away or will.
+	LeaseLost(evicted bool)
+	// LeaseRegained tells the node it may serve again (locks it reported
+	// lost stay lost).
+	LeaseRegained()
+}
+
+// Links is what the Manager needs of transport.Links.
+type Links interface {
+	Send(peer string, m wire.Message) error
+	Go(peer string, m wire.Message, cb func(wire.Message, error)) error
+	Call(ctx context.Context, peer string, m wire.Message) (wire.Message, error)
+	Reply(to transport.ReplyTo, m wire.Message) error
+}
+
+// Manager runs membership epochs, the quorum lease and recovery for one
+// node. See the package documentation.
+type Manager struct {
+	cfg   Config
+	self  Member
+	links Links
+	host  Host
+	log   *slog.Logger
+	met   *metrics
+
+	mu          sync.Mutex
+	alive       map[string]uint64 // configured members membership says are up
+	quorumSince time.Time         // when alive first held a quorum
+	committed   View              // latest view committed here (Epoch 0: none)
+	promised    uint64            // highest epoch promised
+	pending     *View             // the proposal promised last
+	highest     uint64            // highest epoch seen anywhere
+	proposing   bool
+	retryAfter  time.Time // a failed proposal waits until then
+	run         *recoveryRun
+	resumed     uint64    // epoch whose recovery completed here
+	evicted     bool      // a newer view left this node out
+	barrier     barrier   // coordinator's side of the current epoch's recovery
+	acks        map[string]time.Time
+	leaseOK     bool
+	leaseTimer  *time.Timer
+	ackGiven    map[Member]time.Time // last heartbeat this node acked, per member
+	servedOnce  bool
+
+	served chan struct{} // closed once the node first serves
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// barrier is what the coordinator of an epoch knows of its recovery.
+type barrier struct {
+	epoch    uint64
+	statuses map[string]uint8 // member → phase completed
+	sent     uint8            // phase last broadcast
+}
+
+// New returns a Manager; Start starts it.
+func New(cfg Config, links Links, host Host) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{
+		cfg: cfg, self: Member{Name: cfg.Name, BootID: cfg.BootID}, links: links, host: host,
+		log:   log.With("recovery", cfg.Name),
+		alive: map[string]uint64{cfg.Name: cfg.BootID}, acks: map[string]time.Time{},
+		ackGiven: map[Member]time.Time{}, served: make(chan struct{}), stop: make(chan struct{}),
+	}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	m.met = met
+	return m, nil
+}
+
+// Start starts the heartbeat and coordinator loops.
+func (m *Manager) Start() {
+	m.mu.Lock()
+	m.noteQuorumLocked()
+	m.mu.Unlock()
+	m.wg.Add(2)
+	go m.loop(m.cfg.HeartbeatInterval, m.heartbeat)
+	go m.loop(m.cfg.CoordinatorInterval, m.coordinate)
+}
+
+func (m *Manager) loop(every time.Duration, f func()) {
+	defer m.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
+
+// Close stops the Manager and waits for its goroutines.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	select {
+	case <-m.stop:
+		m.mu.Unlock()
+		return
+	default:
+	}
+	close(m.stop)
+	if m.run != nil {
+		m.run.cancel()
+	}
+	if m.leaseTimer != nil {
+		m.leaseTimer.Stop()
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.met.unregister(m.cfg.Registerer)
+}
+
+// Served returns a channel closed once the node is a member of a view whose
+// recovery it completed and holds its quorum lease: it may take locks.
+func (m *Manager) Served() <-chan struct{} { return m.served }
+
+// Config returns the Manager's configuration.
+func (m *Manager) Config() Config { return m.cfg }
+
+// View returns the latest view committed here.
+func (m *Manager) View() View {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.committed
+}
+
+// Serving reports whether the node may grant and hold locks now.
+func (m *Manager) Serving() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.servingLocked()
+}
+
+func (m *Manager) servingLocked() bool {
+	return m.leaseOK && !m.evicted && m.committed.Epoch != 0 && m.resumed == m.committed.Epoch
+}
+
+// MemberAlive and MemberGone feed the Manager what membership sees. Only
+// configured members count; a new boot of a name replaces the old one.
+func (m *Manager) MemberAlive(name string, boot uint64) {
+	if !slices.Contains(m.cfg.Members, name) || name == m.self.Name {
+		return
+	}
+	m.mu.Lock()
+	m.alive[name] = boot
+	m.noteQuorumLocked()
+	m.mu.Unlock()
+}
+
+// MemberGone: see MemberAlive.
+func (m *Manager) MemberGone(name string) {
+	if name == m.self.Name {
+		return
+	}
+	m.mu.Lock()
+	delete(m.alive, name)
+	m.mu.Unlock()
+}
+
+func (m *Manager) noteQuorumLocked() {
+	if m.quorumSince.IsZero() && len(m.alive) >= m.cfg.Quorum() {
+		m.quorumSince = time.Now()
+	}
+}
+
+// Handle takes the recovery protocol's messages; it reports whether the
+// message was one of them. It never blocks for long.
+func (m *Manager) Handle(in transport.Inbound) bool {
+	from := Member{Name: in.From, BootID: in.BootID}
+	switch msg := in.Msg.(type) {
+	case *wire.Heartbeat:
+		m.onHeartbeat(from, in.ReplyTo)
+	case *wire.Propose:
+		m.onPropose(from, in.ReplyTo, msg)
+	case *wire.Commit:
+		m.onCommit(msg)
+	case *wire.RecoveryStatus:
+		m.onStatus(from, msg)
+	case *wire.RecoveryPhase:
+		m.onPhase(msg)
+	default:
+		return false
+	}
+	return true
+}
+
+func (m *Manager) String() string { return fmt.Sprintf("recovery(%s)", m.self) }

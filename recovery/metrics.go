@@ -1,0 +1,50 @@
+package recovery
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	epoch      prometheus.Gauge
+	quorum     prometheus.Gauge
+	recoveries prometheus.Counter
+	evictions  prometheus.Counter
+	proposals  *prometheus.CounterVec
+	phase      *prometheus.HistogramVec
+	all        []prometheus.Collector
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dlm_epoch", Help: "The membership epoch of the latest committed view."}),
+		quorum: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dlm_quorum", Help: "1 while this node holds its quorum lease, else 0."}),
+		recoveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dlm_recoveries_total", Help: "Recoveries started (one per committed view)."}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dlm_evictions_total", Help: "Times this node found itself left out of a view and dropped its lock state."}),
+		proposals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dlm_view_proposals_total", Help: "View proposals this node made, by outcome."}, []string{"outcome"}),
+		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "dlm_recovery_phase_seconds", Help: "Duration of recovery phases (report includes the lock-delay).",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12)}, []string{"phase"}),
+	}
+	m.all = []prometheus.Collector{m.epoch, m.quorum, m.recoveries, m.evictions, m.proposals, m.phase}
+	if reg != nil {
+		for _, c := range m.all {
+			if err := reg.Register(c); err != nil {
+				m.unregister(reg)
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	for _, c := range m.all {
+		reg.Unregister(c)
+	}
+}

@@ -1,0 +1,245 @@
+package recovery
+
+import (
+	"context"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Recovery of a committed view, in the phases of the Linux DLM's
+// ls_recover, with a barrier between them that the view's coordinator
+// keeps:
+//
+//	each member:  Suspend; Report (its locks to their new masters, what it
+//	              mastered to the new masters); wait out the lock-delay of
+//	              every removed member; status 1
+//	coordinator:  all at 1 → phase 1
+//	each member:  Rebuild (tables from the reports); status 2
+//	coordinator:  all at 2 → phase 2
+//	each member:  Resume
+//
+// A newer view aborts the run wherever it is; the next one starts over
+// from the reports, which is always possible because every node reports
+// what it holds, not what it was told. Lost status or phase messages are
+// repeated: a member repeats its status every StatusInterval until the next
+// phase arrives, and the coordinator answers each status with the phase it
+// reached.
+
+// Phases of the barrier.
+const (
+	phaseReported = 1 // member: reports acknowledged, lock-delay over; coordinator: rebuild
+	phaseRebuilt  = 2 // member: tables rebuilt; coordinator: resume
+)
+
+type recoveryRun struct {
+	prev, view View
+	ctx        context.Context
+	cancel     context.CancelFunc
+	phase      chan uint8 // phases the coordinator ordered, newest wins
+}
+
+func (m *Manager) startRunLocked(prev, v View) *recoveryRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &recoveryRun{prev: prev, view: v, ctx: ctx, cancel: cancel, phase: make(chan uint8, 1)}
+	m.run = r
+	return r
+}
+
+// recover runs the member's side of one view's recovery.
+func (m *Manager) recover(r *recoveryRun) {
+	start := time.Now()
+	m.met.recoveries.Inc()
+	m.host.Suspend(r.view)
+	if err := m.host.Report(r.ctx, r.view); err != nil {
+		if r.ctx.Err() == nil {
+			m.log.Warn("recovery: reports not acknowledged; waiting for a new view", "epoch", r.view.Epoch, "err", err)
+		}
+		return
+	}
+	if !m.waitLockDelay(r) {
+		return
+	}
+	m.met.phase.WithLabelValues("report").Observe(time.Since(start).Seconds())
+	if !m.barrierWait(r, phaseReported) {
+		return
+	}
+	t := time.Now()
+	m.host.Rebuild(r.view)
+	m.met.phase.WithLabelValues("rebuild").Observe(time.Since(t).Seconds())
+	if !m.barrierWait(r, phaseRebuilt) {
+		return
+	}
+	m.mu.Lock()
+	if m.run != r { // a newer view came in between
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	m.host.Resume(r.view)
+	m.mu.Lock()
+	if m.run == r {
+		m.resumed = r.view.Epoch
+		m.run = nil
+	}
+	served := m.noteServedLocked()
+	m.mu.Unlock()
+	if served {
+		close(m.served)
+	}
+	m.met.phase.WithLabelValues("total").Observe(time.Since(start).Seconds())
+	m.log.Info("recovery done", "epoch", r.view.Epoch, "took", time.Since(start))
+}
+
+// waitLockDelay waits until LockDelay has passed since the last heartbeat
+// this node acknowledged for each member the view removed. It reports
+// false if the run was aborted meanwhile.
+func (m *Manager) waitLockDelay(r *recoveryRun) bool {
+	if m.cfg.DisableLockDelay {
+		return true
+	}
+	var until time.Time
+	m.mu.Lock()
+	for _, gone := range Removed(r.prev, r.view) {
+		if t, ok := m.ackGiven[gone]; ok {
+			if end := t.Add(m.cfg.LockDelay()); end.After(until) {
+				until = end
+			}
+		}
+	}
+	m.mu.Unlock()
+	if d := time.Until(until); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// barrierWait reports phase done to the coordinator, repeating it, until
+// the coordinator orders that phase, or the run is aborted (false).
+func (m *Manager) barrierWait(r *recoveryRun, phase uint8) bool {
+	st := &wire.RecoveryStatus{Epoch: r.view.Epoch, Phase: phase}
+	t := time.NewTicker(m.cfg.StatusInterval)
+	defer t.Stop()
+	for {
+		m.sendStatus(r.view.Coordinator, st)
+		select {
+		case got := <-r.phase:
+			if got >= phase {
+				if got > phase { // the coordinator is ahead: keep the news
+					r.offer(got)
+				}
+				return true
+			}
+		case <-t.C:
+		case <-r.ctx.Done():
+			return false
+		}
+	}
+}
+
+func (m *Manager) sendStatus(coordinator string, st *wire.RecoveryStatus) {
+	if coordinator == m.self.Name {
+		m.onStatus(m.self, st)
+		return
+	}
+	_ = m.links.Send(coordinator, st)
+}
+
+func (r *recoveryRun) offer(phase uint8) {
+	for {
+		select {
+		case r.phase <- phase:
+			return
+		case old := <-r.phase:
+			phase = max(phase, old)
+		}
+	}
+}
+
+// onStatus is the coordinator's side: record a member's phase, and when
+// every member has reached it, order the next.
+func (m *Manager) onStatus(from Member, st *wire.RecoveryStatus) {
+	m.mu.Lock()
+	b := &m.barrier
+	if st.Epoch != b.epoch || m.committed.Epoch != st.Epoch || m.committed.Coordinator != m.self.Name || !m.committed.Has(from) {
+		m.mu.Unlock()
+		return
+	}
+	if st.Phase > b.statuses[from.Name] {
+		b.statuses[from.Name] = st.Phase
+	}
+	if b.sent < st.Phase && m.allAtLocked(st.Phase) {
+		b.sent = st.Phase
+	}
+	sent, members := b.sent, m.committed.Members
+	m.mu.Unlock()
+	if sent == 0 {
+		return
+	}
+	ph := &wire.RecoveryPhase{Epoch: st.Epoch, Phase: sent}
+	if sent == st.Phase { // just reached: tell everyone
+		for _, mem := range members {
+			m.sendPhase(mem.Name, ph)
+		}
+		return
+	}
+	m.sendPhase(from.Name, ph) // a repeat: answer the one who asked
+}
+
+func (m *Manager) allAtLocked(phase uint8) bool {
+	for _, mem := range m.committed.Members {
+		if m.barrier.statuses[mem.Name] < phase {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Manager) sendPhase(to string, ph *wire.RecoveryPhase) {
+	if to == m.self.Name {
+		m.onPhase(ph)
+		return
+	}
+	_ = m.links.Send(to, ph)
+}
+
+// onPhase hands a coordinator's order to the run of its epoch.
+func (m *Manager) onPhase(ph *wire.RecoveryPhase) {
+	m.mu.Lock()
+	r := m.run
+	m.mu.Unlock()
+	if r != nil && r.view.Epoch == ph.Epoch {
+		r.offer(ph.Phase)
+	}
+}
+
+// driveBarrier repeats the Commit to members of the current view that have
+// not reported any phase yet (a lost Commit would otherwise stall the view).
+func (m *Manager) driveBarrier() {
+	m.mu.Lock()
+	v := m.committed
+	if v.Coordinator != m.self.Name || m.barrier.epoch != v.Epoch || m.barrier.sent >= phaseRebuilt {
+		m.mu.Unlock()
+		return
+	}
+	var late []string
+	for _, mem := range v.Members {
+		if mem.Name != m.self.Name && m.barrier.statuses[mem.Name] == 0 {
+			late = append(late, mem.Name)
+		}
+	}
+	m.mu.Unlock()
+	if len(late) == 0 {
+		return
+	}
+	c := &wire.Commit{Epoch: v.Epoch, Coordinator: v.Coordinator, Members: toWire(v.Members)}
+	for _, name := range late {
+		_ = m.links.Send(name, c)
+	}
+}
