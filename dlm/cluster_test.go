@@ -21,6 +21,9 @@ type cluster struct {
 	net   *memnet.Network // nil over TCP
 	nodes []*Node
 	ls    []*Lockspace // lockspace "test" on each node
+	names []string     // configured members
+	seeds []string
+	mut   func(*Config)
 }
 
 func nodeNames(n int) []string {
@@ -33,32 +36,71 @@ func nodeNames(n int) []string {
 
 // startMem starts an n-node cluster on memnet. Call it inside synctest.
 func startMem(t testing.TB, n int, mut func(*Config)) *cluster {
+	return startMemOf(t, n, n, mut)
+}
+
+// startMemOf configures a cluster of n members and starts the first k.
+func startMemOf(t testing.TB, n, k int, mut func(*Config)) *cluster {
 	t.Helper()
 	net, err := memnet.New(memnet.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, net: net}
-	names := nodeNames(n)
+	c := &cluster{t: t, net: net, names: nodeNames(n), mut: mut}
 	mns := make([]*memnet.Node, n)
-	var seeds []string
-	for i, name := range names {
+	for i, name := range c.names {
 		if mns[i], err = net.AddNode(name); err != nil {
 			t.Fatal(err)
 		}
-		seeds = append(seeds, name+"/"+mns[i].GossipAddr())
+		c.seeds = append(c.seeds, name+"/"+mns[i].GossipAddr())
 	}
-	if err := c.start(names, func(i int, cfg *Config) {
-		cfg.Streams = mns[i].StreamLayer()
-		cfg.GossipTransport = mns[i].Transport()
-		cfg.Seeds = seeds
-		if mut != nil {
-			mut(cfg)
-		}
+	for i := k; i < n; i++ {
+		_ = net.Crash(c.names[i]) // configured, not started
+	}
+	if err := c.start(c.names[:k], func(i int, cfg *Config) {
+		c.memConfig(cfg, mns[i])
 	}); err != nil {
 		t.Fatal(err)
 	}
+	for len(c.nodes) < n {
+		c.nodes = append(c.nodes, nil)
+		c.ls = append(c.ls, nil)
+	}
 	return c
+}
+
+func (c *cluster) memConfig(cfg *Config, mn *memnet.Node) {
+	cfg.Members = c.names
+	cfg.Streams = mn.StreamLayer()
+	cfg.GossipTransport = mn.Transport()
+	cfg.Seeds = c.seeds
+	if c.mut != nil {
+		c.mut(cfg)
+	}
+}
+
+// startNode starts (or restarts, with a new boot) node i on memnet.
+func (c *cluster) startNode(i int) *Node {
+	c.t.Helper()
+	mn, err := c.net.AddNode(c.names[i])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Name, cfg.ClusterID = c.names[i], "test"
+	c.memConfig(&cfg, mn)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nd, err := Start(ctx, cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ls, err := nd.Lockspace("test")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.nodes[i], c.ls[i] = nd, ls
+	return nd
 }
 
 // startTCP starts an n-node cluster over loopback TCP with real time.
@@ -122,6 +164,9 @@ func (c *cluster) start(names []string, configure func(int, *Config)) error {
 	for i, name := range names {
 		cfg := DefaultConfig()
 		cfg.Name, cfg.Members, cfg.ClusterID = name, names, "test"
+		if c.names != nil {
+			cfg.Members = c.names
+		}
 		configure(i, &cfg)
 		g.Go(func() error {
 			nd, err := Start(ctx, cfg)

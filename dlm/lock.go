@@ -59,6 +59,10 @@ type Lock struct {
 	pendingConvert bool
 	lostReported   bool // Unlock has returned lostErr once
 	noQueue        bool // the operation in flight is a try: recovery fails it
+	// unsent is the request or conversion in flight when its master could
+	// not be reached: the tick loop sends it again, and a recovery reports
+	// it (a dead master's requests wait for the view without it).
+	unsent *pendingReq
 	lease          *time.Timer
 	leaseEnds      time.Time
 }
@@ -196,13 +200,60 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		return nil
 	}
 	lk.done = make(chan struct{}, 1)
-	sh := lk.sh
-	sh.req = wire.LockRequest{
-		Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
-		Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(o.tableFlags()),
-		Timeout: int64(timeout), TTL: int64(lk.ttl),
+	p := &pendingReq{flags: o.tableFlags()}
+	if timeout > 0 {
+		p.deadline = time.Now().Add(timeout)
 	}
-	return lk.send(&sh.req)
+	lk.sendPending(p)
+	return nil
+}
+
+// pendingReq is a request or conversion to send (again).
+type pendingReq struct {
+	convert  bool
+	flags    master.Flags
+	deadline time.Time // zero: none
+	lvbOp    wire.LVBOp
+	lvb      []byte
+}
+
+// sendPending sends the lock's request or conversion to its master. If the
+// master cannot be reached it keeps it to send again: the caller waits as
+// long as its context allows, through the recovery that follows if the
+// master is dead. Caller holds sh.mu.
+func (lk *Lock) sendPending(p *pendingReq) {
+	sh := lk.sh
+	var timeout time.Duration
+	if !p.deadline.IsZero() {
+		if timeout = time.Until(p.deadline); timeout <= 0 {
+			timeout = time.Microsecond // the caller's context is about to end
+		}
+	}
+	var m wire.Message
+	if p.convert {
+		sh.conv = wire.ConvertRequest{
+			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
+			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags), Timeout: int64(timeout),
+			LVB: p.lvb, LVBOp: p.lvbOp,
+		}
+		m = &sh.conv
+	} else {
+		sh.req = wire.LockRequest{
+			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
+			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags),
+			Timeout: int64(timeout), TTL: int64(lk.ttl),
+		}
+		m = &sh.req
+	}
+	if err := lk.send(m); err != nil {
+		if lk.unsent == nil {
+			sh.unsent = append(sh.unsent, lk)
+		}
+		p.lvb = slices.Clone(p.lvb)
+		lk.unsent = p
+		return
+	}
+	lk.unsent = nil
 }
 
 func (lk *Lock) send(m wire.Message) error {
@@ -281,6 +332,16 @@ func (lk *Lock) withdraw(cause error) error {
 	defer sh.mu.Unlock()
 	if lk.state != stWaiting && lk.state != stConverting {
 		return nil
+	}
+	if lk.unsent != nil { // it never reached a master: nothing to cancel
+		lk.unsent = nil
+		if lk.state == stWaiting {
+			lk.forgetLocked(sh)
+		} else {
+			lk.state = stGranted
+		}
+		drain(lk.done)
+		return ctxError(cause)
 	}
 	if lk.local() && lk.ls.node.serving() {
 		// The cancel's effect ends the operation at once, under this lock.
@@ -384,8 +445,17 @@ func (lk *Lock) giveBack(sh *shard) {
 		sh.releases = append(sh.releases, master.Release{Lock: lk.key(), Owner: lk.ownerID})
 		return
 	}
-	sh.unl = wire.UnlockRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
-	_ = lk.post(&sh.unl)
+	lk.postUnlock(sh, wire.LVBNone, nil)
+}
+
+// postUnlock posts the release of the lock to its master; if the master
+// cannot be reached now, the tick loop posts it again (a recovery drops it:
+// the lock is no longer reported). Caller holds sh.mu.
+func (lk *Lock) postUnlock(sh *shard, op wire.LVBOp, val []byte) {
+	sh.unl = wire.UnlockRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID), LVB: val, LVBOp: op}
+	if err := lk.post(&sh.unl); err != nil {
+		lk.ls.node.deferUnlock(lk, op, val)
+	}
 }
 
 // forgetLocked drops the lock from this node's books. Caller holds sh.mu.
@@ -472,8 +542,8 @@ func (lk *Lock) releaseAtMaster(sh *shard, _ modes.Mode) error {
 	if lk.local() {
 		return fromMaster(lk.ls.tableRelease(sh, master.Release{Lock: lk.key(), Owner: lk.ownerID, LVBOp: master.LVBOp(op), LVB: val}))
 	}
-	sh.unl = wire.UnlockRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID), LVB: val, LVBOp: op}
-	return lk.post(&sh.unl)
+	lk.postUnlock(sh, op, val)
+	return nil
 }
 
 // valueToWrite says what an operation from mode from to mode to does with
@@ -587,14 +657,11 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	} else if lk.local() {
 		err = lk.convertLocal(o, op, val, timeout)
 	} else {
-		sh.conv = wire.ConvertRequest{
-			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
-			Owner: uint64(lk.ownerID), Mode: mode, Flags: uint32(o.tableFlags()), Timeout: int64(timeout),
-			LVB: val, LVBOp: op,
+		p := &pendingReq{convert: true, flags: o.tableFlags(), lvbOp: op, lvb: val}
+		if timeout > 0 {
+			p.deadline = time.Now().Add(timeout)
 		}
-		if err = lk.send(&sh.conv); err != nil {
-			lk.state = stGranted
-		}
+		lk.sendPending(p)
 	}
 	if err == nil && op != wire.LVBNone {
 		lk.valueOp, lk.newValue = wire.LVBNone, lk.newValue[:0]

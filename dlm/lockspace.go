@@ -40,6 +40,9 @@ type shard struct {
 	// releases queues releases decided while effects are delivered (a
 	// request given up on that was granted after all).
 	releases []master.Release
+	// unsent are this node's locks whose request or conversion still has to
+	// reach its master (see Lock.unsent).
+	unsent []*Lock
 
 	// Scratch messages: sending under mu encodes them at once, so one of
 	// each per shard saves an allocation per message.
@@ -126,12 +129,34 @@ func (ls *Lockspace) tableCancel(sh *shard, id master.LockID, owner master.Owner
 
 func (ls *Lockspace) tick() {
 	now := ls.node.now()
+	serving := ls.node.serving()
 	for _, sh := range ls.shards {
 		sh.mu.Lock()
 		sh.table.Tick(now)
 		ls.deliver(sh)
+		if serving && len(sh.unsent) > 0 {
+			sh.resendLocked()
+		}
 		sh.mu.Unlock()
 	}
+}
+
+// resendLocked sends again the requests that could not reach their master.
+// Caller holds sh.mu.
+func (sh *shard) resendLocked() {
+	keep := sh.unsent[:0]
+	for _, lk := range sh.unsent {
+		if lk.unsent == nil || (lk.state != stWaiting && lk.state != stConverting) {
+			lk.unsent = nil
+			continue
+		}
+		lk.sendPending(lk.unsent)
+		if lk.unsent != nil {
+			keep = append(keep, lk)
+		}
+	}
+	clear(sh.unsent[len(keep):])
+	sh.unsent = keep
 }
 
 // deliver hands the table's effects to the locks they are about: this

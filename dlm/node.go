@@ -49,6 +49,7 @@ type Node struct {
 	recov recoveryState
 
 	closed  atomic.Bool
+	halted  atomic.Bool // Halt: leave no goodbye
 	closing chan struct{}
 	wg      sync.WaitGroup
 
@@ -319,6 +320,9 @@ func (n *Node) tickLoop() {
 			for _, ls := range n.lockspaceList() {
 				ls.tick()
 			}
+			if n.serving() {
+				n.sendDeferredUnlocks()
+			}
 		}
 	}
 }
@@ -347,6 +351,32 @@ func (n *Node) Close() error {
 // closeFlushTimeout bounds how long Close waits for its last messages.
 const closeFlushTimeout = 2 * time.Second
 
+// Halt stops the node at once, as if its process had died: it releases no
+// lock and tells nobody; the cluster finds out through its failure
+// detector, and re-grants the node's locks after the lock-delay. Locks this
+// node holds report ErrClosed. For demos and fault-injection tests; Close
+// is the way to leave.
+func (n *Node) Halt() {
+	if n.closed.Swap(true) {
+		return
+	}
+	n.halted.Store(true)
+	for _, ls := range n.lockspaceList() {
+		for _, sh := range ls.shards {
+			sh.mu.Lock()
+			for _, lk := range sh.locks {
+				if lk.state == stWaiting || lk.state == stConverting {
+					lk.opErr = ErrClosed
+					signal(lk.done)
+				}
+				lk.loseLocked(ErrClosed)
+			}
+			sh.mu.Unlock()
+		}
+	}
+	n.shutdown()
+}
+
 // shutdown stops the node's machinery; locks must already be settled.
 func (n *Node) shutdown() {
 	n.closed.Store(true)
@@ -355,7 +385,9 @@ func (n *Node) shutdown() {
 	if n.rec != nil {
 		n.rec.Close()
 	}
-	if n.ms != nil {
+	if n.ms != nil && n.halted.Load() {
+		errs = append(errs, n.ms.Halt())
+	} else if n.ms != nil {
 		errs = append(errs, n.ms.Close())
 	}
 	// Links flush what is queued (the unlocks above) before closing.

@@ -200,6 +200,7 @@ func (ls *Lockspace) resetShardLocked(sh *shard) {
 	sh.table.RaiseTokenFloor(floor)
 	clear(sh.demoted)
 	sh.releases = sh.releases[:0]
+	sh.unsent = sh.unsent[:0] // the reports carry them to the new masters
 }
 
 func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
@@ -270,6 +271,7 @@ func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
 	case lk.pendingConvert:
 		lk.pendingConvert = false // the conversion given up on is dropped
 	}
+	lk.unsent = nil
 	rl := wire.ReportedLock{
 		Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID),
 		Granted: lk.mode, Requested: lk.mode, Token: lk.token, TTL: int64(lk.ttl),
@@ -524,14 +526,34 @@ func (h recoveryHost) Resume(v recovery.View) {
 	g.mu.Unlock()
 	rs := &n.recov
 	rs.mu.Lock()
-	parked, deferred := rs.parked, rs.deferred
-	rs.parked, rs.deferred = nil, nil
+	parked := rs.parked
+	rs.parked = nil
 	rs.mu.Unlock()
-	for _, d := range deferred {
-		d.send(n)
-	}
+	n.sendDeferredUnlocks()
 	for _, p := range parked {
 		n.handle(p.in)
+	}
+}
+
+// sendDeferredUnlocks sends the unlocks made during a recovery, or that
+// found their master unreachable; those that still cannot go wait for the
+// next tick.
+func (n *Node) sendDeferredUnlocks() {
+	rs := &n.recov
+	rs.mu.Lock()
+	todo := rs.deferred
+	rs.deferred = nil
+	rs.mu.Unlock()
+	var failed []deferredUnlock
+	for _, d := range todo {
+		if !d.send(n) {
+			failed = append(failed, d)
+		}
+	}
+	if len(failed) > 0 {
+		rs.mu.Lock()
+		rs.deferred = append(failed, rs.deferred...)
+		rs.mu.Unlock()
 	}
 }
 
@@ -644,7 +666,8 @@ func cloneMessage(m wire.Message) wire.Message {
 	return nil
 }
 
-func (d deferredUnlock) send(n *Node) {
+// send releases the lock at its master now, and reports whether it could.
+func (d deferredUnlock) send(n *Node) bool {
 	vw := n.view.Load()
 	m := vw.masterOf(d.hash)
 	if m.name == n.self.name {
@@ -652,11 +675,9 @@ func (d deferredUnlock) send(n *Node) {
 		sh.mu.Lock()
 		_ = d.ls.tableRelease(sh, d.local)
 		sh.mu.Unlock()
-		return
+		return true
 	}
 	msg := d.msg
 	msg.Epoch = n.epoch()
-	if err := n.links.Post(m.name, &msg); err != nil {
-		n.log.Debug("deferred unlock not sent", "peer", m.name, "err", err)
-	}
+	return n.links.Post(m.name, &msg) == nil
 }

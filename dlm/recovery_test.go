@@ -2,6 +2,7 @@ package dlm
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,8 +16,7 @@ func (c *cluster) kill(i int) {
 	if err := c.net.Crash(c.nodes[i].Name()); err != nil {
 		c.t.Fatal(err)
 	}
-	c.nodes[i].closed.Store(true)
-	c.nodes[i].shutdown()
+	c.nodes[i].Halt()
 	c.nodes[i] = nil
 }
 
@@ -146,5 +146,71 @@ func TestRecoveryPartitionedNodeLosesLease(t *testing.T) {
 		}
 		mustUnlock(t, lk2)
 		mustUnlock(t, lk)
+	})
+}
+
+func TestRecoveryFastRestartIsANewMember(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		res := c.resourceOn(1, "fr")
+		held := mustLock(t, c.ls[0], res, modes.EX)
+		oldBoot := c.nodes[0].bootID
+		c.kill(0)
+		nd := c.startNode(0) // at once: memberlist sees only an update
+		if nd.bootID == oldBoot {
+			t.Fatal("restart kept its boot id")
+		}
+		c.waitView(3, 30*time.Second)
+		// The old boot's lock is gone: the restarted node (or anyone) gets it.
+		lk := mustLock(t, c.ls[2], res, modes.EX)
+		if lk.Token() <= held.Token() {
+			t.Fatalf("token %d after %d", lk.Token(), held.Token())
+		}
+		mustUnlock(t, lk)
+	})
+}
+
+func TestRecoveryJoinMovesResources(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMemOf(t, 4, 3, nil)
+		defer c.close()
+		// Locks on resources that will move to the new node, and some that
+		// will not; the value block of one of them.
+		var held []*Lock
+		for i := range 40 {
+			lk := mustLock(t, c.ls[i%3], fmt.Sprintf("j-%d", i), modes.PR)
+			held = append(held, lk)
+		}
+		w := mustLock(t, c.ls[0], "j-value", modes.EX)
+		_ = w.SetValue([]byte("kept"))
+		if err := w.Convert(bg, modes.NL); err != nil {
+			t.Fatal(err)
+		}
+		c.startNode(3)
+		c.waitView(4, 30*time.Second)
+		moved := 0
+		for i, lk := range held {
+			if c.ls[0].MasterOf(lk.Resource()) == c.nodes[3].Name() {
+				moved++
+			}
+			// An EX request from the new node must wait for the PR holder.
+			if _, err := c.ls[3].TryLock(bg, lk.Resource(), modes.EX); !errors.Is(err, ErrNotQueued) {
+				t.Fatalf("lock %d: EX over a PR holder after the join: %v", i, err)
+			}
+		}
+		if moved == 0 {
+			t.Fatal("no resource moved to the new node")
+		}
+		r := mustLock(t, c.ls[3], "j-value", modes.PR)
+		if v, ok := r.Value(); string(v) != "kept" || !ok {
+			t.Fatalf("value after the join: %q %v", v, ok)
+		}
+		mustUnlock(t, r)
+		for _, lk := range held {
+			mustUnlock(t, lk)
+		}
+		mustUnlock(t, w)
+		t.Logf("%d of %d resources moved to the new node", moved, len(held))
 	})
 }

@@ -30,6 +30,7 @@ type demoConfig struct {
 	ttl      time.Duration
 	workers  int
 	json     bool
+	killAt   time.Duration
 }
 
 func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
@@ -44,6 +45,7 @@ func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
 	fs.DurationVar(&c.ttl, "ttl", 100*time.Millisecond, "TTL of the coupon lock (the seed's 100 ms)")
 	fs.IntVar(&c.workers, "workers", 64, "concurrent requests each client server handles")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object instead of the summary")
+	fs.DurationVar(&c.killAt, "kill-node-at", 0, "halt the node mastering the coupon lock this long into the run, as if it crashed; its clients stop with it (0: no)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: dlmnode demo [flags]
 
@@ -68,8 +70,11 @@ flags:
 		return c, errUsage
 	}
 	switch {
-	case c.nodes < 1, c.clients < 1, c.rate < 1, c.coupons < 0, c.duration <= 0, c.ttl <= 0, c.workers < 1:
-		fmt.Fprintln(stderr, "demo: --nodes, --clients, --rate, --workers, --duration and --ttl must be positive, --coupons not negative")
+	case c.nodes < 1, c.clients < 1, c.rate < 1, c.coupons < 0, c.duration <= 0, c.ttl <= 0, c.workers < 1, c.killAt < 0:
+		fmt.Fprintln(stderr, "demo: --nodes, --clients, --rate, --workers, --duration and --ttl must be positive, --coupons and --kill-node-at not negative")
+		return c, errUsage
+	case c.killAt > 0 && c.nodes < 3:
+		fmt.Fprintln(stderr, "demo: --kill-node-at needs at least 3 nodes, so that a majority survives")
 		return c, errUsage
 	}
 	return c, nil
@@ -95,6 +100,8 @@ type report struct {
 	P999ms        float64 `json:"p999_ms"`
 	MaxMs         float64 `json:"max_ms"`
 	DurationS     float64 `json:"duration_s"`
+	KilledNode    string  `json:"killed_node,omitempty"`
+	KilledAtS     float64 `json:"killed_at_s,omitempty"`
 }
 
 func demoMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -173,17 +180,24 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 	}
 	var requests, soldOut, errs, acquired atomic.Int64
 	lat := newLatencies(cfg.rate, cfg.duration)
+	dead := make([]atomic.Bool, len(nodes))
 	handle := func(ls *dlm.Lockspace, scheduled time.Time) {
+		node := nodeIndex(lss, ls)
+		if dead[node].Load() {
+			return // this client server died with its node
+		}
 		defer func() { lat.add(time.Since(scheduled)); requests.Add(1) }()
 		if st.left() <= 0 { // a sold-out event needs no lock: the count only falls
 			soldOut.Add(1)
 			return
 		}
-		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second) // outlasts a recovery
 		lk, err := ls.Lock(lctx, eventLock, modes.EX, dlm.WithTTL(cfg.ttl))
 		cancel()
 		if err != nil {
-			errs.Add(1)
+			if !dead[node].Load() { // a dead node's clients died with it
+				errs.Add(1)
+			}
 			return
 		}
 		acquired.Add(1)
@@ -194,6 +208,16 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 	}
 	start := time.Now()
 	stopProgress := progress(stderr, cfg, start, &requests, st)
+	var killed string
+	if cfg.killAt > 0 {
+		victim := nodeIndexByName(nodes, lss[0].MasterOf(eventLock))
+		killed = nodes[victim].Name()
+		t := time.AfterFunc(cfg.killAt, func() {
+			dead[victim].Store(true)
+			nodes[victim].Halt()
+		})
+		defer t.Stop()
+	}
 	var wg sync.WaitGroup
 	perClient := float64(cfg.rate) / float64(cfg.clients)
 	for i := range cfg.clients {
@@ -213,6 +237,10 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 		SoldOut: soldOut.Load(), RejectedStale: st.stale, Errors: errs.Load(), LockAcquired: acquired.Load(),
 		ThroughputRPS: float64(requests.Load()) / elapsed.Seconds(),
 		DurationS:     elapsed.Seconds(),
+		KilledNode:    killed,
+	}
+	if killed != "" {
+		r.KilledAtS = cfg.killAt.Seconds()
 	}
 	r.P50ms, r.P99ms, r.P999ms, r.MaxMs = lat.quantile(0.50), lat.quantile(0.99), lat.quantile(0.999), lat.quantile(1)
 	return r, ctx.Err()
@@ -303,6 +331,9 @@ func printSummary(w io.Writer, r report) {
 	if r.Issued != int64(r.Coupons) || r.Overissued > 0 {
 		verdict = "PROBLEM: issued count differs from the coupons on offer"
 	}
+	if r.KilledNode != "" {
+		fmt.Fprintf(w, "\n%s (master of the coupon lock) was halted %.1fs into the run\n", r.KilledNode, r.KilledAtS)
+	}
 	fmt.Fprintf(w, `
 coupon scenario: %d nodes, %d client servers, %d requests/s offered for %.1fs
   requests        %d (%.0f/s served)
@@ -313,4 +344,22 @@ coupon scenario: %d nodes, %d client servers, %d requests/s offered for %.1fs
 `, r.Nodes, r.Clients, r.OfferedRPS, r.DurationS, r.Requests, r.ThroughputRPS,
 		r.Issued, r.Coupons, r.Overissued, r.RejectedStale, r.SoldOut, r.Errors, r.LockAcquired,
 		r.P50ms, r.P99ms, r.P999ms, r.MaxMs, verdict)
+}
+
+func nodeIndex(lss []*dlm.Lockspace, ls *dlm.Lockspace) int {
+	for i, x := range lss {
+		if x == ls {
+			return i
+		}
+	}
+	return 0
+}
+
+func nodeIndexByName(nodes localcluster.Cluster, name string) int {
+	for i, n := range nodes {
+		if n.Name() == name {
+			return i
+		}
+	}
+	return len(nodes) - 1
 }

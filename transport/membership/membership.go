@@ -103,12 +103,20 @@ func (m *Membership) Members() []Member {
 // Close leaves the cluster (peers see a Leave at once instead of waiting for
 // the failure detector), shuts memberlist down and stops the event and
 // rejoin goroutines. Events still queued are not delivered.
-func (m *Membership) Close() error {
+func (m *Membership) Close() error { return m.close(true) }
+
+// Halt shuts memberlist down without a leave, as a crash would: peers find
+// out through their failure detector. For fault injection.
+func (m *Membership) Halt() error { return m.close(false) }
+
+func (m *Membership) close(leave bool) error {
 	var err error
 	m.closeOnce.Do(func() {
 		close(m.stop)
-		if lerr := m.ml.Leave(m.cfg.LeaveTimeout); lerr != nil {
-			m.log.Debug("leave broadcast incomplete", "err", lerr)
+		if leave {
+			if lerr := m.ml.Leave(m.cfg.LeaveTimeout); lerr != nil {
+				m.log.Debug("leave broadcast incomplete", "err", lerr)
+			}
 		}
 		err = m.ml.Shutdown()
 		m.wg.Wait()
