@@ -62,34 +62,30 @@ type rebuildBuf struct {
 	spaces map[string]*spaceReports
 }
 
+// spaceReports are the reports of one lockspace: every lock the holders
+// reported, in one flat slice (sorted by resource at rebuild: a hundred
+// thousand locks cost one growing slice, not a map entry each), and what
+// old masters said of the resources they had something to say about.
 type spaceReports struct {
 	lastToken uint64
-	res       map[string]*resourceReports
+	locks     []master.LockState
+	masters   map[string]*masterInfo
 }
 
-type resourceReports struct {
-	locks     []master.LockState // from the holders
-	order     []master.LockID    // from the old master, queue order
-	lvb       *master.LVB        // the old master's value block
-	writers   []master.LockID    // the old master's PW/EX holders
+// masterInfo is an old master's snapshot of one resource.
+type masterInfo struct {
+	order   []master.LockID // queue order
+	lvb     *master.LVB     // value block
+	writers []master.LockID // PW/EX holders
 }
 
 func (b *rebuildBuf) space(name string) *spaceReports {
 	sp := b.spaces[name]
 	if sp == nil {
-		sp = &spaceReports{res: map[string]*resourceReports{}}
+		sp = &spaceReports{masters: map[string]*masterInfo{}}
 		b.spaces[name] = sp
 	}
 	return sp
-}
-
-func (sp *spaceReports) resource(name string) *resourceReports {
-	r := sp.res[name]
-	if r == nil {
-		r = &resourceReports{}
-		sp.res[name] = r
-	}
-	return r
 }
 
 // bufFor returns the buffer of epoch e, replacing one of an older epoch;
@@ -163,12 +159,18 @@ func (h recoveryHost) Suspend(v recovery.View) {
 	g.mu.Unlock()
 	n.view.Store(n.makeView(v))
 
+	// Lock order: a shard's mutex before rs.mu (an unlock under a shard
+	// mutex files a deferred release), so rs.mu is never held while shards
+	// are swept.
 	rs := &n.recov
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
 	snap := rs.live
+	rs.live = false
+	rs.bufFor(v.Epoch)
+	rs.mu.Unlock()
+	var snapshot map[string]*spaceSnapshot
 	if snap {
-		rs.snapshot = map[string]*spaceSnapshot{}
+		snapshot = map[string]*spaceSnapshot{}
 	}
 	for _, ls := range n.lockspaceList() {
 		sp := &spaceSnapshot{}
@@ -176,20 +178,20 @@ func (h recoveryHost) Suspend(v recovery.View) {
 			sh.mu.Lock()
 			if snap {
 				sp.lastToken = max(sp.lastToken, sh.table.LastToken())
-				for name := range sh.table.Resources() {
-					r, _ := sh.table.Resource(name)
-					sp.resources = append(sp.resources, r)
-				}
+				sp.resources = sh.table.AppendResources(sp.resources)
 			}
 			ls.resetShardLocked(sh)
 			sh.mu.Unlock()
 		}
 		if snap {
-			rs.snapshot[ls.name] = sp
+			snapshot[ls.name] = sp
 		}
 	}
-	rs.live = false
-	rs.bufFor(v.Epoch)
+	if snap {
+		rs.mu.Lock()
+		rs.snapshot = snapshot
+		rs.mu.Unlock()
+	}
 }
 
 // resetShardLocked empties the shard's table (keeping its token counter's
@@ -384,8 +386,7 @@ func (n *Node) acceptReport(from string, msg wire.Message) {
 		}
 		sp, node := buf.space(m.Lockspace), nodeID(from)
 		for _, rl := range m.Locks {
-			r := sp.resource(rl.Resource)
-			r.locks = append(r.locks, reportedState(node, rl))
+			sp.locks = append(sp.locks, reportedState(node, rl))
 		}
 	case *wire.MasterReport:
 		buf := rs.bufFor(m.Epoch)
@@ -395,7 +396,8 @@ func (n *Node) acceptReport(from string, msg wire.Message) {
 		sp := buf.space(m.Lockspace)
 		sp.lastToken = max(sp.lastToken, m.LastToken)
 		for _, rr := range m.Resources {
-			r := sp.resource(rr.Resource)
+			r := &masterInfo{}
+			sp.masters[rr.Resource] = r
 			r.lvb = &master.LVB{Data: slices.Clone(rr.LVB), Seq: rr.LVBSeq, Valid: rr.LVBFlags&wire.LVBValid != 0}
 			for _, q := range rr.Locks {
 				id := master.LockID{Node: master.NodeID(q.Node), ID: q.Lock}
@@ -452,66 +454,72 @@ func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v recovery.View) {
 		sh.table.RaiseTokenFloor(floor)
 		sh.mu.Unlock()
 	}
-	names := make([]string, 0, len(sp.res))
-	for name := range sp.res {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	members := map[master.NodeID]bool{}
 	for _, m := range v.Members {
 		members[nodeID(m.Name)] = true
 	}
-	for _, name := range names {
-		r := sp.res[name]
-		sh := ls.shardOf(resourceHash(ls.seed, name))
-		sh.mu.Lock()
-		for _, l := range r.ordered() {
-			if err := sh.table.Restore(l); err != nil {
-				ls.node.log.Error("recovery: a reported lock could not be restored", "resource", name, "lock", l.Lock, "err", err)
-			}
-		}
-		if r.lvb != nil {
-			v := *r.lvb
-			for _, w := range r.writers {
-				if !members[w.Node] || !r.reported(w) {
-					v.Valid = false // a PW/EX holder is gone: it may have been writing
-				}
-			}
-			_ = sh.table.RestoreValue(name, v)
-		}
-		sh.mu.Unlock()
-	}
-}
-
-// ordered returns the holders' reports in the old master's queue order
-// where it is known, then the rest by node and id.
-func (r *resourceReports) ordered() []master.LockState {
-	pos := make(map[master.LockID]int, len(r.order))
-	for i, id := range r.order {
-		pos[id] = i
-	}
-	out := slices.Clone(r.locks)
-	slices.SortStableFunc(out, func(a, b master.LockState) int {
-		pa, oka := pos[a.Lock]
-		pb, okb := pos[b.Lock]
-		switch {
-		case oka && okb:
-			return cmp.Compare(pa, pb)
-		case oka:
-			return -1
-		case okb:
-			return 1
+	slices.SortFunc(sp.locks, func(a, b master.LockState) int {
+		if c := cmp.Compare(a.Resource, b.Resource); c != 0 {
+			return c
 		}
 		if c := cmp.Compare(a.Lock.Node, b.Lock.Node); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Lock.ID, b.Lock.ID)
 	})
-	return out
+	for locks := sp.locks; len(locks) > 0; {
+		n := 1
+		for n < len(locks) && locks[n].Resource == locks[0].Resource {
+			n++
+		}
+		ls.restoreResource(locks[:n], sp.masters[locks[0].Resource], members)
+		locks = locks[n:]
+	}
 }
 
-func (r *resourceReports) reported(id master.LockID) bool {
-	return slices.ContainsFunc(r.locks, func(l master.LockState) bool { return l.Lock == id })
+// restoreResource restores one resource from its holders' reports (all for
+// the same resource, sorted by node and id) and its old master's snapshot,
+// if any: the snapshot's queue order first, then the rest.
+func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, members map[master.NodeID]bool) {
+	name := locks[0].Resource
+	if mi != nil && len(mi.order) > 1 && len(locks) > 1 {
+		pos := make(map[master.LockID]int, len(mi.order))
+		for i, id := range mi.order {
+			pos[id] = i
+		}
+		slices.SortStableFunc(locks, func(a, b master.LockState) int {
+			pa, oka := pos[a.Lock]
+			pb, okb := pos[b.Lock]
+			switch {
+			case oka && okb:
+				return cmp.Compare(pa, pb)
+			case oka:
+				return -1
+			case okb:
+				return 1
+			}
+			return 0
+		})
+	}
+	sh := ls.shardOf(resourceHash(ls.seed, name))
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, l := range locks {
+		if err := sh.table.Restore(l); err != nil {
+			ls.node.log.Error("recovery: a reported lock could not be restored", "resource", name, "lock", l.Lock, "err", err)
+		}
+	}
+	if mi == nil || mi.lvb == nil {
+		return
+	}
+	val := *mi.lvb
+	for _, w := range mi.writers {
+		reported := slices.ContainsFunc(locks, func(l master.LockState) bool { return l.Lock == w })
+		if !members[w.Node] || !reported {
+			val.Valid = false // a PW/EX holder is gone: it may have been writing
+		}
+	}
+	_ = sh.table.RestoreValue(name, val)
 }
 
 func (h recoveryHost) Resume(v recovery.View) {

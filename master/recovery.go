@@ -47,6 +47,33 @@ func (t *Table) Resource(name string) (ResourceState, bool) {
 	return rs, true
 }
 
+// AppendResources appends to dst a snapshot of every resource the table
+// masters (in no particular order), as Resource would give them, except
+// those a snapshot would say nothing about beyond their locks' own reports:
+// a single lock and a value block never written nor invalidated. Recovery
+// sends the rest to the resources' new masters, for queue order and values.
+func (t *Table) AppendResources(dst []ResourceState) []ResourceState {
+	for name, r := range t.res {
+		if r.nqueued == 0 && r.granted.front() == r.granted.back() && (r.lvb == nil || (r.lvb.seq == 0 && r.lvb.valid)) {
+			continue
+		}
+		rs := ResourceState{Name: name, LVB: r.readLVB()}
+		rs.LVB.Data = slices.Clone(rs.LVB.Data)
+		n := int(r.nqueued)
+		for l := r.granted.front(); l != nil; l = r.granted.next(l) {
+			n++
+		}
+		rs.Locks = make([]LockState, 0, n)
+		for _, q := range []*lockList{&r.granted, &r.convert, &r.wait} {
+			for l := q.front(); l != nil; l = q.next(l) {
+				rs.Locks = append(rs.Locks, t.state(l))
+			}
+		}
+		dst = append(dst, rs)
+	}
+	return dst
+}
+
 // Resources yields the names of the resources the table masters, in no
 // particular order. The table must not change during the iteration.
 func (t *Table) Resources() iter.Seq[string] {
@@ -190,6 +217,7 @@ func (t *Table) Restore(ls LockState) error {
 	}
 	if ls.LVB != nil && ls.Queue != QueueWaiting && ls.Granted > modes.CR {
 		info.offer(*ls.LVB)
+		t.recovering[r] = info
 	}
 	return nil
 }
@@ -204,8 +232,9 @@ func (t *Table) RestoreValue(name string, v LVB) error {
 	if len(v.Data) > t.cfg.MaxLVB {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrLVBTooLarge, len(v.Data), t.cfg.MaxLVB)
 	}
-	_, info := t.restoring(name)
+	r, info := t.restoring(name)
 	info.offer(v)
+	t.recovering[r] = info
 	return nil
 }
 
@@ -243,19 +272,19 @@ func (t *Table) checkRestore(ls LockState) error {
 }
 
 // restoring returns the resource being rebuilt and what recovery has learned
-// of it so far.
-func (t *Table) restoring(name string) (*resource, *restoreInfo) {
+// of it so far (a copy: store it back after a change).
+func (t *Table) restoring(name string) (*resource, restoreInfo) {
 	if t.recovering == nil {
-		t.recovering = make(map[*resource]*restoreInfo)
+		t.recovering = make(map[*resource]restoreInfo)
 	}
 	r := t.res[name]
 	fresh := r == nil
 	if fresh {
 		r = t.resource(name, true)
 	}
-	info := t.recovering[r]
-	if info == nil {
-		info = &restoreInfo{fresh: fresh}
+	info, ok := t.recovering[r]
+	if !ok {
+		info = restoreInfo{fresh: fresh}
 		t.recovering[r] = info
 	}
 	return r, info
@@ -284,8 +313,10 @@ func (t *Table) FinishRecovery() {
 	t.recovering = nil
 }
 
-func (t *Table) finishResource(r *resource, info *restoreInfo) {
+func (t *Table) finishResource(r *resource, info restoreInfo) {
 	switch {
+	case info.best != nil && r.lvb == nil && info.best.Seq == 0 && info.best.Valid && len(info.best.Data) == 0:
+		// A value never written: nothing to store.
 	case info.best != nil:
 		v := r.lvbFor()
 		v.data = append(v.data[:0], info.best.Data...)

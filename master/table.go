@@ -76,7 +76,7 @@ type Table struct {
 	pending, out           []Effect
 	pendingArena, outArena []byte
 
-	recovering map[*resource]*restoreInfo
+	recovering map[*resource]restoreInfo
 
 	freeLocks []*lock
 	freeRes   []*resource

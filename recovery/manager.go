@@ -68,14 +68,15 @@ type Manager struct {
 	proposing   bool
 	retryAfter  time.Time // a failed proposal waits until then
 	run         *recoveryRun
-	resumed     uint64    // epoch whose recovery completed here
-	evicted     bool      // a newer view left this node out
-	barrier     barrier   // coordinator's side of the current epoch's recovery
+	resumed     uint64  // epoch whose recovery completed here
+	evicted     bool    // a newer view left this node out
+	barrier     barrier // coordinator's side of the current epoch's recovery
 	acks        map[string]time.Time
 	leaseOK     bool
 	leaseTimer  *time.Timer
 	ackGiven    map[Member]time.Time // last heartbeat this node acked, per member
 	servedOnce  bool
+	stats       Stats // the latest recovery completed here
 
 	served chan struct{} // closed once the node first serves
 	stop   chan struct{}

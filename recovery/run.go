@@ -46,10 +46,35 @@ func (m *Manager) startRunLocked(prev, v View) *recoveryRun {
 	return r
 }
 
+// Stats are the durations of one completed recovery, as this node saw it.
+type Stats struct {
+	Epoch     uint64
+	Report    time.Duration // suspend, send every report, get every ack
+	LockDelay time.Duration // waiting out removed members' leases
+	Barrier1  time.Duration // waiting for every member's reports
+	Rebuild   time.Duration // restoring the tables
+	Barrier2  time.Duration // waiting for every member's rebuild
+	Total     time.Duration // from the commit to locking re-enabled
+}
+
+// Work is the recovery's own time: the total less the lock-delay, which is
+// a fixed wait for safety, not work.
+func (s Stats) Work() time.Duration { return s.Total - s.LockDelay }
+
+// LastStats returns the durations of the latest recovery completed here.
+func (m *Manager) LastStats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats
+}
+
 // recover runs the member's side of one view's recovery.
 func (m *Manager) recover(r *recoveryRun) {
 	start := time.Now()
+	st := Stats{Epoch: r.view.Epoch}
+	lap := func(d *time.Duration, t *time.Time) { now := time.Now(); *d = now.Sub(*t); *t = now }
 	m.met.recoveries.Inc()
+	t := start
 	m.host.Suspend(r.view)
 	if err := m.host.Report(r.ctx, r.view); err != nil {
 		if r.ctx.Err() == nil {
@@ -57,19 +82,24 @@ func (m *Manager) recover(r *recoveryRun) {
 		}
 		return
 	}
+	lap(&st.Report, &t)
 	if !m.waitLockDelay(r) {
 		return
 	}
-	m.met.phase.WithLabelValues("report").Observe(time.Since(start).Seconds())
+	lap(&st.LockDelay, &t)
+	m.met.phase.WithLabelValues("report").Observe(st.Report.Seconds())
+	m.met.phase.WithLabelValues("lockdelay").Observe(st.LockDelay.Seconds())
 	if !m.barrierWait(r, phaseReported) {
 		return
 	}
-	t := time.Now()
+	lap(&st.Barrier1, &t)
 	m.host.Rebuild(r.view)
-	m.met.phase.WithLabelValues("rebuild").Observe(time.Since(t).Seconds())
+	lap(&st.Rebuild, &t)
+	m.met.phase.WithLabelValues("rebuild").Observe(st.Rebuild.Seconds())
 	if !m.barrierWait(r, phaseRebuilt) {
 		return
 	}
+	lap(&st.Barrier2, &t)
 	m.mu.Lock()
 	if m.run != r { // a newer view came in between
 		m.mu.Unlock()
@@ -77,10 +107,12 @@ func (m *Manager) recover(r *recoveryRun) {
 	}
 	m.mu.Unlock()
 	m.host.Resume(r.view)
+	st.Total = time.Since(start)
 	m.mu.Lock()
 	if m.run == r {
 		m.resumed = r.view.Epoch
 		m.run = nil
+		m.stats = st
 	}
 	served := m.noteServedLocked()
 	m.mu.Unlock()
