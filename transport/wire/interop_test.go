@@ -50,6 +50,22 @@ type libRenew struct {
 	Locks     []uint64
 }
 
+// The nested arrays of the recovery messages are arrays of arrays.
+
+type libViewMember struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Name     string
+	BootID   uint64
+}
+
+type libPropose struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	Epoch       uint64
+	Coordinator string
+	PrevEpoch   uint64
+	Members     []libViewMember
+}
+
 func TestBodiesAreStandardMsgpack(t *testing.T) {
 	cases := []struct {
 		ours Message
@@ -70,6 +86,11 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 			&Renew{Epoch: 3, Lockspace: "fs1", Locks: []uint64{1, 1 << 63}},
 			&libRenew{Epoch: 3, Lockspace: "fs1", Locks: []uint64{1, 1 << 63}},
 			func() any { return new(libRenew) },
+		},
+		{
+			&Propose{Epoch: 5, Coordinator: "a", PrevEpoch: 4, Members: []ViewMember{{Name: "a", BootID: 1 << 50}, {Name: "b", BootID: 2}}},
+			&libPropose{Epoch: 5, Coordinator: "a", PrevEpoch: 4, Members: []libViewMember{{Name: "a", BootID: 1 << 50}, {Name: "b", BootID: 2}}},
+			func() any { return new(libPropose) },
 		},
 	}
 	for _, c := range cases {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +35,20 @@ func samples() []Message {
 		&Completion{Epoch: 6, Lockspace: "fs1", Lock: 9, Status: StatusError, Err: strings.Repeat("e", MaxErr)},
 		&Blocking{Epoch: 7, Lockspace: "fs1", Lock: 7, Mode: modes.EX},
 		&Renew{Epoch: 8, Lockspace: "fs1", Locks: []uint64{1, 2, 300, 1 << 20, ^uint64(0)}},
+		// recovery (appended: the seed files are named by index)
+		&Heartbeat{},
+		&Heartbeat{Epoch: ^uint64(0)},
+		&HeartbeatAck{Epoch: 12, Member: true},
+		&HeartbeatAck{},
+		&Propose{Epoch: 13, Coordinator: "node-1", PrevEpoch: 12, Members: []ViewMember{
+			{Name: strings.Repeat("n", MaxNodeName), BootID: ^uint64(0)}, {Name: "node-1", BootID: 1}, {Name: "node-2", BootID: 0xdeadbeefcafe},
+		}},
+		&Propose{Epoch: 1, Coordinator: strings.Repeat("c", MaxNodeName), Members: []ViewMember{{Name: "a", BootID: 7}}},
+		&Promise{Epoch: 13, OK: true, Promised: 13, Committed: 12},
+		&Promise{Epoch: ^uint64(0), Promised: ^uint64(0), Committed: 1 << 40, Reason: strings.Repeat("e", MaxErr)},
+		&Commit{Epoch: 13, Coordinator: "node-1", Members: []ViewMember{{Name: "node-1", BootID: 1}, {Name: "node-2", BootID: 2}}},
+		&RecoveryStatus{Epoch: 13, Phase: 1},
+		&RecoveryPhase{Epoch: 13, Phase: MaxPhase},
 	}
 }
 
@@ -86,6 +101,29 @@ func frameSeeds(tb testing.TB) map[string][]byte {
 	return s
 }
 
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// typeSeeds are the inputs aimed at one type's decoder beyond bodySeeds'
+// generic ones: array headers that declare more than the frame holds (each
+// must fail before anything is sized by it) or more than the limits allow.
+func typeSeeds(t Type) map[string][]byte {
+	switch t {
+	case TypePropose:
+		return map[string][]byte{
+			"bomb-members": cat([]byte{0x94, 1, 0xa1, 'c', 0}, bomb),
+			"unsorted":     {0x94, 1, 0xa1, 'c', 0, 0x92, 0x92, 0xa1, 'b', 1, 0x92, 0xa1, 'a', 1},
+			"duplicate":    {0x94, 1, 0xa1, 'c', 0, 0x92, 0x92, 0xa1, 'a', 1, 0x92, 0xa1, 'a', 2},
+		}
+	case TypeCommit:
+		return map[string][]byte{
+			"bomb-members":      cat([]byte{0x93, 1, 0xa1, 'c'}, bomb),
+			"over-max-members":  cat([]byte{0x93, 1, 0xa1, 'c', mpArray16, 0x04, 0x01}, bytes.Repeat([]byte{0x92, 0xa1, 'm', 1}, MaxMembers+1)),
+			"members-zero-boot": {0x93, 1, 0xa1, 'c', 0x91, 0x92, 0xa1, 'a', 0},
+		}
+	}
+	return nil
+}
+
 // bodySeeds are bodies for the per-type fuzz target of t.
 func bodySeeds(t Type) map[string][]byte {
 	s := map[string][]byte{
@@ -104,6 +142,7 @@ func bodySeeds(t Type) map[string][]byte {
 		s["truncated-"+strconv.Itoa(i)] = body[:len(body)/2]
 		s["trailing-"+strconv.Itoa(i)] = append(append([]byte(nil), body...), 0xc0)
 	}
+	maps.Copy(s, typeSeeds(t))
 	return s
 }
 

@@ -67,3 +67,10 @@ func checkLVB(lvb []byte, op LVBOp, l *Limits) error {
 	}
 	return nil
 }
+
+func checkPhase(p uint8) error {
+	if p < 1 || p > MaxPhase {
+		return fmt.Errorf("%w: recovery phase %d outside 1..%d", ErrInvalid, p, MaxPhase)
+	}
+	return nil
+}
