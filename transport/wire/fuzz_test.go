@@ -25,6 +25,11 @@ func allocPerByte(t Type) int {
 	per := func(size uintptr, fields int) float64 { return float64(size) / float64(1+fields) }
 	var worst float64
 	switch t {
+	case TypeLockReport:
+		worst = per(unsafe.Sizeof(ReportedLock{}), reportedLockFields) // 96 / 12
+	case TypeMasterReport:
+		worst = max(per(unsafe.Sizeof(ReportedResource{}), reportedResourceFields), // 80 / 6
+			per(unsafe.Sizeof(QueuedLock{}), queuedLockFields)) // 24 / 5
 	case TypePropose, TypeCommit:
 		worst = per(unsafe.Sizeof(ViewMember{}), viewMemberFields) // 24 / 3
 	default:
@@ -198,4 +203,16 @@ func FuzzDecodeRecoveryStatus(f *testing.F) {
 
 func FuzzDecodeRecoveryPhase(f *testing.F) {
 	fuzzTarget(f, "FuzzDecodeRecoveryPhase", bodySeeds(TypeRecoveryPhase), decodeBodyOf(TypeRecoveryPhase))
+}
+
+func FuzzDecodeAck(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeAck", bodySeeds(TypeAck), decodeBodyOf(TypeAck))
+}
+
+func FuzzDecodeLockReport(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeLockReport", bodySeeds(TypeLockReport), decodeBodyOf(TypeLockReport))
+}
+
+func FuzzDecodeMasterReport(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeMasterReport", bodySeeds(TypeMasterReport), decodeBodyOf(TypeMasterReport))
 }

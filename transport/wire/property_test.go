@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -58,11 +59,7 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 		case TypeCancelRequest:
 			return &CancelRequest{Epoch: epoch, Lockspace: ls, Resource: res, Lock: lock, Owner: owner}
 		case TypeCompletion:
-			flags := LVBFlags(rapid.Uint8Range(0, 3).Draw(t, "lvbflags"))
-			var lvb []byte
-			if flags&LVBPresent != 0 {
-				lvb, _ = genLVB(t, l)
-			}
+			lvb, flags := genLVBBlock(t, l)
 			return &Completion{Epoch: epoch, Lockspace: ls, Lock: lock, Status: Status(rapid.Uint8Range(1, 7).Draw(t, "s")), Mode: genMode().Draw(t, "m"),
 				Token: rapid.Uint64().Draw(t, "tok"), LVB: lvb, LVBSeq: rapid.Uint64().Draw(t, "seq"), LVBFlags: flags, Demoted: rapid.Bool().Draw(t, "d"),
 				Err: rapid.StringN(0, MaxErr, MaxErr).Filter(func(s string) bool { return len(s) <= MaxErr }).Draw(t, "err")}
@@ -85,6 +82,16 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 			return &RecoveryStatus{Epoch: epoch, Phase: rapid.Uint8Range(1, MaxPhase).Draw(t, "phase")}
 		case TypeRecoveryPhase:
 			return &RecoveryPhase{Epoch: epoch, Phase: rapid.Uint8Range(1, MaxPhase).Draw(t, "phase")}
+		case TypeAck:
+			return &Ack{Epoch: epoch}
+		case TypeLockReport:
+			return &LockReport{Epoch: epoch, Lockspace: ls, Locks: rapid.SliceOfN(genReportedLock(l), 1, 50).Draw(t, "locks")}
+		case TypeMasterReport:
+			rs := rapid.SliceOfN(genReportedResource(l), 0, 20).Draw(t, "resources")
+			if len(rs) == 0 {
+				rs = nil
+			}
+			return &MasterReport{Epoch: epoch, Lockspace: ls, LastToken: rapid.Uint64().Draw(t, "last"), Resources: rs}
 		}
 		panic("genMessage: no generator for a type")
 	})
@@ -100,6 +107,50 @@ func genMembers() *rapid.Generator[[]ViewMember] {
 		}
 		SortMembers(ms)
 		return ms
+	})
+}
+
+// genQueued draws a queue and a granted mode that agree: NL while waiting.
+func genQueued(t *rapid.T) (uint8, modes.Mode) {
+	q := rapid.Uint8Range(QueueGranted, QueueWaiting).Draw(t, "queue")
+	if q == QueueWaiting {
+		return q, modes.NL
+	}
+	return q, genMode().Draw(t, "granted")
+}
+
+// genLVBBlock draws a value block with flags, as a Completion or report carries.
+func genLVBBlock(t *rapid.T, l Limits) ([]byte, LVBFlags) {
+	flags := LVBFlags(rapid.Uint8Range(0, 3).Draw(t, "lvbflags"))
+	var lvb []byte
+	if flags&LVBPresent != 0 {
+		lvb, _ = genLVB(t, l)
+	}
+	return lvb, flags
+}
+
+func genReportedLock(l Limits) *rapid.Generator[ReportedLock] {
+	return rapid.Custom(func(t *rapid.T) ReportedLock {
+		q, granted := genQueued(t)
+		lvb, flags := genLVBBlock(t, l)
+		return ReportedLock{Resource: genName(l.MaxName).Draw(t, "resource"), Lock: genLock().Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
+			Queue: q, Granted: granted, Requested: genMode().Draw(t, "requested"), Token: rapid.Uint64().Draw(t, "token"), TTL: rapid.Int64Min(0).Draw(t, "ttl"),
+			LVB: lvb, LVBSeq: rapid.Uint64().Draw(t, "seq"), LVBFlags: flags}
+	})
+}
+
+func genReportedResource(l Limits) *rapid.Generator[ReportedResource] {
+	return rapid.Custom(func(t *rapid.T) ReportedResource {
+		lvb, flags := genLVBBlock(t, l)
+		locks := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) QueuedLock {
+			q, granted := genQueued(t)
+			return QueuedLock{Node: rapid.Uint32().Draw(t, "node"), Lock: genLock().Draw(t, "lock"), Queue: q, Granted: granted}
+		}), 0, 20).Draw(t, "locks")
+		slices.SortStableFunc(locks, func(a, b QueuedLock) int { return int(a.Queue) - int(b.Queue) })
+		if len(locks) == 0 {
+			locks = nil
+		}
+		return ReportedResource{Resource: genName(l.MaxName).Draw(t, "resource"), LVB: lvb, LVBSeq: rapid.Uint64().Draw(t, "seq"), LVBFlags: flags, Locks: locks}
 	})
 }
 

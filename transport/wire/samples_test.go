@@ -49,6 +49,23 @@ func samples() []Message {
 		&Commit{Epoch: 13, Coordinator: "node-1", Members: []ViewMember{{Name: "node-1", BootID: 1}, {Name: "node-2", BootID: 2}}},
 		&RecoveryStatus{Epoch: 13, Phase: 1},
 		&RecoveryPhase{Epoch: 13, Phase: MaxPhase},
+		&Ack{Epoch: 13},
+		&LockReport{Epoch: 13, Lockspace: "fs1", Locks: []ReportedLock{
+			{Resource: "inode/42", Lock: 7, Owner: 9, Queue: QueueGranted, Granted: modes.PW, Requested: modes.PW, Token: 1<<48 | 17, TTL: 30e9, LVB: []byte("value"), LVBSeq: 99, LVBFlags: LVBPresent | LVBValid},
+			{Resource: "inode/42", Lock: 8, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 18, LVBFlags: LVBPresent},
+			{Resource: long, Lock: ^uint64(0), Owner: ^uint64(0), Queue: QueueWaiting, Granted: modes.NL, Requested: modes.CW, LVB: bytes.Repeat([]byte{0xcd}, 4096), LVBSeq: ^uint64(0), LVBFlags: LVBPresent},
+		}},
+		&MasterReport{Epoch: 13, Lockspace: "fs1", LastToken: 1 << 40},
+		&MasterReport{Epoch: 13, Lockspace: "fs1", LastToken: 1<<48 | 18, Resources: []ReportedResource{
+			{Resource: "inode/42", LVB: []byte("value"), LVBSeq: 99, LVBFlags: LVBPresent | LVBValid, Locks: []QueuedLock{
+				{Node: 1, Lock: 7, Queue: QueueGranted, Granted: modes.PR},
+				{Node: 2, Lock: 9, Queue: QueueGranted, Granted: modes.PR},
+				{Node: ^uint32(0), Lock: 8, Queue: QueueConverting, Granted: modes.PR},
+				{Node: 0, Lock: ^uint64(0), Queue: QueueWaiting, Granted: modes.NL},
+			}},
+			{Resource: "empty", LVBFlags: LVBValid},
+			{Resource: long, LVBFlags: LVBPresent, Locks: []QueuedLock{{Node: 3, Lock: 1, Queue: QueueWaiting}}},
+		}},
 	}
 }
 
@@ -98,16 +115,48 @@ func frameSeeds(tb testing.TB) map[string][]byte {
 	s["str-bomb"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x94, 1, mpStr32, 0x7f, 0xff, 0xff, 0xff}))
 	s["epoch-zero"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 0, 0xa1, 'x', 1, 5}))
 	s["bad-mode"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 1, 0xa1, 'x', 1, 6}))
+	for name, body := range typeSeeds(TypeMasterReport) {
+		s["master-report-"+name] = withPrefix(rawPayload(Version, byte(TypeMasterReport), 0, body))
+	}
 	return s
 }
+
+// masterReportHead is the body of a MasterReport up to its resources array:
+// the array header, epoch 1, lockspace "ls" and LastToken 0.
+var masterReportHead = []byte{0x94, 1, 0xa2, 'l', 's', 0}
+
+// resourceHead is a ReportedResource up to its locks array: the array header,
+// resource "r", no LVB, LVBSeq 0 and no flags.
+var resourceHead = []byte{0x95, 0xa1, 'r', mpNil, 0, 0}
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 // typeSeeds are the inputs aimed at one type's decoder beyond bodySeeds'
-// generic ones: array headers that declare more than the frame holds (each
-// must fail before anything is sized by it) or more than the limits allow.
+// generic ones: for the reports, nested array headers that declare more than
+// the frame holds (each must fail before anything is sized by it) or more
+// than the limits allow.
 func typeSeeds(t Type) map[string][]byte {
 	switch t {
+	case TypeMasterReport:
+		return map[string][]byte{
+			// the resources array declares 20,000,000 elements, none follow
+			"bomb-resources": cat(masterReportHead, bomb),
+			// one resource whose locks array declares 20,000,000
+			"bomb-nested-locks": cat(masterReportHead, []byte{0x91}, resourceHead, bomb),
+			// both levels declare 65535 and 2^32-1 with nothing after them
+			"bomb-both-levels": cat(masterReportHead, []byte{mpArray16, 0xff, 0xff}, resourceHead, []byte{mpArray32, 0xff, 0xff, 0xff, 0xff}),
+			// 1024 resources declared over 1024 bytes: within arrayLen's one
+			// byte per element, but a resource takes at least 6
+			"bomb-resources-1-byte-each": cat(masterReportHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+			// 1024 locks declared over 1024 bytes: a lock takes at least 5
+			"bomb-locks-1-byte-each": cat(masterReportHead, []byte{0x91}, resourceHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+		}
+	case TypeLockReport:
+		lockHead := []byte{0x93, 1, 0xa2, 'l', 's'}
+		return map[string][]byte{
+			"bomb-locks":             cat(lockHead, bomb),
+			"bomb-locks-1-byte-each": cat(lockHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+		}
 	case TypePropose:
 		return map[string][]byte{
 			"bomb-members": cat([]byte{0x94, 1, 0xa1, 'c', 0}, bomb),

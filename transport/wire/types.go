@@ -24,7 +24,7 @@ const (
 	TypeBlocking       Type = 8
 	TypeRenew          Type = 9
 
-	// Recovery: membership views, quorum leases and phases.
+	// Recovery: membership views, quorum leases, phases and lock reports.
 	TypeHeartbeat      Type = 10
 	TypeHeartbeatAck   Type = 11
 	TypePropose        Type = 12
@@ -32,9 +32,12 @@ const (
 	TypeCommit         Type = 14
 	TypeRecoveryStatus Type = 15
 	TypeRecoveryPhase  Type = 16
+	TypeAck            Type = 17
+	TypeLockReport     Type = 18
+	TypeMasterReport   Type = 19
 
 	// typeEnd is one past the last type; arrays indexed by Type use it.
-	typeEnd Type = 17
+	typeEnd Type = 20
 )
 
 // NumTypes is the size of an array indexed by Type.
@@ -79,6 +82,12 @@ func newMessage(t Type) Message {
 		return new(RecoveryStatus)
 	case TypeRecoveryPhase:
 		return new(RecoveryPhase)
+	case TypeAck:
+		return new(Ack)
+	case TypeLockReport:
+		return new(LockReport)
+	case TypeMasterReport:
+		return new(MasterReport)
 	}
 	return nil
 }
