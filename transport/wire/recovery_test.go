@@ -404,6 +404,21 @@ func TestNestedBombsFailFast(t *testing.T) {
 	}
 }
 
+// A view's member names do not go into the Decoder's intern table: a view of
+// more members than the table holds would fill it for the life of the
+// connection, and building it costs far more than the frame.
+func TestViewsDoNotFillInternTable(t *testing.T) {
+	d := NewDecoder(DefaultLimits())
+	m := &Commit{Epoch: 1, Coordinator: "coordinator", Members: shortNames(maxInterned + 44)}
+	if _, _, err := d.DecodeFrame(mustFrame(t, Header{}, m)); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.intern) != 1 {
+		t.Fatalf("intern table holds %d names after one view, want the coordinator's", len(d.intern))
+	}
+	checkDecode(t, m.appendBody(nil), decodeBodyOf(TypeCommit))
+}
+
 func TestSortMembers(t *testing.T) {
 	ms := []ViewMember{{Name: "node-2", BootID: 2}, {Name: "Node-9", BootID: 9}, {Name: "node-10", BootID: 10}, {Name: "a", BootID: 1}}
 	SortMembers(ms)

@@ -131,6 +131,15 @@ var resourceHead = []byte{0x95, 0xa1, 'r', mpNil, 0, 0}
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
+// shortNames returns n members with distinct two-byte names, sorted.
+func shortNames(n int) []ViewMember {
+	ms := make([]ViewMember, n)
+	for i := range ms {
+		ms[i] = ViewMember{Name: string([]byte{'A' + byte(i/64), '0' + byte(i%64)}), BootID: 1}
+	}
+	return ms
+}
+
 // typeSeeds are the inputs aimed at one type's decoder beyond bodySeeds'
 // generic ones: for the reports, nested array headers that declare more than
 // the frame holds (each must fail before anything is sized by it) or more
@@ -168,6 +177,8 @@ func typeSeeds(t Type) map[string][]byte {
 			"bomb-members":      cat([]byte{0x93, 1, 0xa1, 'c'}, bomb),
 			"over-max-members":  cat([]byte{0x93, 1, 0xa1, 'c', mpArray16, 0x04, 0x01}, bytes.Repeat([]byte{0x92, 0xa1, 'm', 1}, MaxMembers+1)),
 			"members-zero-boot": {0x93, 1, 0xa1, 'c', 0x91, 0x92, 0xa1, 'a', 0},
+			// as many distinct names as the intern table holds, in 1.3 KB
+			"many-names": (&Commit{Epoch: 1, Coordinator: "c", Members: shortNames(maxInterned)}).appendBody(nil),
 		}
 	}
 	return nil

@@ -8,8 +8,13 @@ import (
 
 // This file holds the messages that agree on membership: quorum lease
 // heartbeats and the two-phase view change (Propose/Promise, then Commit).
-// Node names in them are interned, as in Hello: a view repeats the same names
-// in every Propose and Commit.
+// The coordinator's name is interned, as a Hello's node name is. Member names
+// are not: one view can list more names than the Decoder's intern table holds
+// (MaxMembers > maxInterned), and a table filled by views would leave the
+// lockspace names of lock traffic, which come later, uninterned for the life
+// of the connection; building the table's map in one frame would also cost
+// some 40 KiB for a 1 KiB frame. Views are rare, so their strings cost
+// nothing that matters.
 
 // ViewMember is one member of a view: a node and the boot it runs.
 type ViewMember struct {
@@ -72,7 +77,7 @@ func (d *Decoder) members(r *reader, ms []ViewMember) ([]ViewMember, error) {
 		if err = r.expectArray(viewMemberFields); err != nil {
 			return ms, err
 		}
-		if e.Name, err = d.internField(r, "member name", MaxNodeName); err != nil {
+		if e.Name, err = d.stringField(r, "member name", MaxNodeName); err != nil {
 			return ms, err
 		}
 		if e.BootID, err = r.uint64(); err != nil {
