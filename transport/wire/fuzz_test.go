@@ -18,9 +18,12 @@ const allocConst = 16 << 10
 // byte of input. A Renew may allocate 8 bytes per id and each id takes at
 // least one byte of the frame. A slice of structs may allocate the struct's
 // size per element, and each element takes at least 1+fields bytes
-// (structArrayLen refuses a count the frame cannot hold before the make); the
-// size classes of the allocator round up by at most 12.5 %. Strings cost
-// about a byte per byte of the frame, less than any of these.
+// (structArrayLen refuses a count the frame cannot hold before the make).
+// Size classes round a small slice up by at most 12.5 % (a MasterReport may
+// have thousands of small ones; a large slice is rounded by less than a page,
+// which allocConst covers), and the body targets copy their input into a
+// payload first: one more byte per byte. Strings cost about a byte per byte
+// of the frame, less than any struct.
 func allocPerByte(t Type) int {
 	per := func(size uintptr, fields int) float64 { return float64(size) / float64(1+fields) }
 	var worst float64
@@ -35,7 +38,7 @@ func allocPerByte(t Type) int {
 	default:
 		return 8
 	}
-	return int(math.Ceil(worst * 9 / 8))
+	return int(math.Ceil(worst*9/8)) + 1
 }
 
 // decodeFunc is what a fuzz target decodes with; fresh decoders keep runs
