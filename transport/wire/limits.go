@@ -35,7 +35,8 @@ const (
 type Limits struct {
 	// MaxFrame is the largest frame, counted after the 4-byte length prefix
 	// (header plus body). A declared length above it is refused before
-	// anything is allocated. Default 1 MiB.
+	// anything is allocated. Default 1 MiB; at least about 268 KiB, which a
+	// view of MaxMembers members can take (see Validate).
 	MaxFrame int
 	// MaxName is the longest resource name, in bytes. Default 256.
 	MaxName int
