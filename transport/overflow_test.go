@@ -19,9 +19,9 @@ func TestWriteBufferLimitFailsLink(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		net := newNet(t)
 		small := func(c *transport.Config) {
-			c.Limits.MaxFrame = 8 << 10
+			c.Limits.MaxFrame = 272 << 10 // about the least wire allows: a view of wire.MaxMembers members
 			c.Limits.MaxRenew = 512
-			c.WriteBufferLimit = 16 << 10
+			c.WriteBufferLimit = 280 << 10
 			c.WriteTimeout = time.Minute // the stall, not the write deadline, must trip
 			c.IdleTimeout = time.Minute
 		}
@@ -47,7 +47,7 @@ func TestWriteBufferLimitFailsLink(t *testing.T) {
 		<-stalled
 		var err error
 		sent := 0
-		for ; sent < 100_000 && err == nil; sent++ { // bounded: the limit trips after ~300
+		for ; sent < 100_000 && err == nil; sent++ { // bounded: the limit trips after ~15,000
 			err = a.links.Send("b", lockReq(uint64(sent)+10))
 		}
 		if !errors.Is(err, transport.ErrWriteBufferFull) {

@@ -172,16 +172,29 @@ func TestLimitsValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []Limits{
-		{MaxFrame: 10, MaxName: 1, MaxLVB: 0, MaxRenew: 1},
-		{MaxFrame: 1 << 20, MaxName: 0, MaxLVB: 0, MaxRenew: 1},
-		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: -1, MaxRenew: 1},
-		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: 0, MaxRenew: 0},
-		{MaxFrame: 4096, MaxName: 256, MaxLVB: 4096, MaxRenew: 1},
-		{MaxFrame: 4096, MaxName: 256, MaxLVB: 64, MaxRenew: 1000},
+		{MaxFrame: 10, MaxName: 1, MaxLVB: 0, MaxRenew: 1, MaxReport: 1},
+		{MaxFrame: 1 << 20, MaxName: 0, MaxLVB: 0, MaxRenew: 1, MaxReport: 1},
+		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: -1, MaxRenew: 1, MaxReport: 1},
+		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: 0, MaxRenew: 0, MaxReport: 1},
+		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: 0, MaxRenew: 1, MaxReport: 0},
+		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: 0, MaxRenew: 1, MaxReport: 1<<16 + 1},
+		{MaxFrame: 1 << 20, MaxName: 256, MaxLVB: 1 << 20, MaxRenew: 1, MaxReport: 1},
+		{MaxFrame: 1 << 20, MaxName: 256, MaxLVB: 64, MaxRenew: 200000, MaxReport: 1},
+		// a view of MaxMembers members needs about 268 KiB
+		{MaxFrame: 256 << 10, MaxName: 256, MaxLVB: 64, MaxRenew: 1, MaxReport: 1},
 	}
 	for _, l := range bad {
 		if err := l.Validate(); err == nil {
 			t.Errorf("%+v accepted", l)
+		}
+	}
+	good := []Limits{
+		{MaxFrame: 280 << 10, MaxName: 256, MaxLVB: 4096, MaxRenew: 4096, MaxReport: 1},
+		{MaxFrame: 64 << 20, MaxName: 1 << 16, MaxLVB: 1 << 20, MaxRenew: 1 << 20, MaxReport: 1 << 16},
+	}
+	for _, l := range good {
+		if err := l.Validate(); err != nil {
+			t.Errorf("%+v refused: %v", l, err)
 		}
 	}
 }

@@ -27,8 +27,16 @@
 //     guard against the msgpack v5.4.1 unbounded-allocation bug; the decoder
 //     does not depend on any msgpack library for it.
 //   - Decoding allocates at most a small multiple of the frame size: strings
-//     (bounded by the frame) and a Renew's id slice (8 bytes per id, and each
-//     id takes at least one byte of the frame, bounded by Limits.MaxRenew).
+//     (bounded by the frame), a Renew's id slice (8 bytes per id, and each
+//     id takes at least one byte of the frame, bounded by Limits.MaxRenew),
+//     and the slices of structs of the recovery messages (a view's members,
+//     a report's locks and resources, nested in a MasterReport). An element
+//     of those takes at least its array header and a byte per field, and a
+//     count the remaining bytes cannot hold at that rate is refused before
+//     the slice is made: the widest per byte, a ReportedResource, costs 80
+//     bytes for at least 6. Their counts are bounded too, by MaxMembers,
+//     Limits.MaxReport and, for all the queued locks of a MasterReport,
+//     Limits.MaxQueued.
 //   - Every decoded message is validated (Message.Validate) before Decode
 //     returns it; AppendFrame validates before encoding, so a node never sends
 //     a message its peer would refuse (a refused message would cost the whole
@@ -45,14 +53,27 @@
 //
 // # Lifetime of decoded messages
 //
-// A Decoder keeps one message per type and decodes into it, and the byte
-// slices of a decoded message (LVBs) alias the frame. So a message from
-// Decode is valid only until the next Decode on the same Decoder and while
-// the frame's buffer is unchanged: a handler that keeps a message, or its
-// LVB, past its call must copy it. Strings are always safe to keep. Names
+// A Decoder keeps one message per type and decodes into it, reusing its
+// slices (a Renew's ids, a report's locks), and the byte slices of a decoded
+// message (LVBs) alias the frame. So a message from Decode is valid only
+// until the next Decode on the same Decoder and while the frame's buffer is
+// unchanged: a handler that keeps a message, one of its slices, or an LVB,
+// past its call must copy it. Strings are always safe to keep. Names
 // that repeat (lockspaces, cluster and node names) are interned per Decoder
 // in a bounded table, so steady traffic does not allocate for them. For a
 // message that must outlive the buffer, DecodeOwned copies the payload first.
+//
+// # Messages
+//
+// Lock traffic: LockRequest, ConvertRequest, UnlockRequest and CancelRequest
+// are answered by a Completion (the reply, or a later one-way message);
+// Blocking and Renew are one-way. The links own Ping and Hello.
+//
+// Recovery (membership epochs, quorum leases, view agreement, barriers and
+// the reports that rebuild lock tables on new masters): a Heartbeat request
+// is answered by a HeartbeatAck, a Propose by a Promise, a LockReport or
+// MasterReport by an Ack; Commit, RecoveryStatus and RecoveryPhase are
+// one-way. Views list their members sorted by name (SortMembers).
 //
 // # Adding a message type
 //

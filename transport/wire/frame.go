@@ -218,3 +218,22 @@ func (d *Decoder) internField(r *reader, field string, max int) (string, error) 
 	}
 	return s, nil
 }
+
+// reuse returns s resized to n elements for a decode to overwrite in full,
+// reusing its array when it is large enough, as Renew does. Elements past n
+// that the previous decode used are zeroed, so that nothing of an earlier
+// frame stays reachable through the array (their LVBs alias that frame).
+// Elements past len(s) are already zero: every decode goes through here. An
+// empty result is nil, so that a decoded message does not depend on what the
+// Decoder decoded before.
+func reuse[T any](s []T, n int) []T {
+	switch {
+	case n == 0:
+		return nil
+	case cap(s) < n:
+		return make([]T, n)
+	case n < len(s):
+		clear(s[n:])
+	}
+	return s[:n]
+}

@@ -50,6 +50,69 @@ type libRenew struct {
 	Locks     []uint64
 }
 
+// The nested arrays of the recovery messages are arrays of arrays.
+
+type libViewMember struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Name     string
+	BootID   uint64
+}
+
+type libPropose struct {
+	_msgpack    struct{} `msgpack:",as_array"`
+	Epoch       uint64
+	Coordinator string
+	PrevEpoch   uint64
+	Members     []libViewMember
+}
+
+type libQueuedLock struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Node     uint32
+	Lock     uint64
+	Queue    uint8
+	Granted  uint8
+}
+
+type libReportedResource struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Resource string
+	LVB      []byte
+	LVBSeq   uint64
+	LVBFlags uint8
+	Locks    []libQueuedLock
+}
+
+type libMasterReport struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Epoch     uint64
+	Lockspace string
+	LastToken uint64
+	Resources []libReportedResource
+}
+
+type libReportedLock struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Resource  string
+	Lock      uint64
+	Owner     uint64
+	Queue     uint8
+	Granted   uint8
+	Requested uint8
+	Token     uint64
+	TTL       int64
+	LVB       []byte
+	LVBSeq    uint64
+	LVBFlags  uint8
+}
+
+type libLockReport struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Epoch     uint64
+	Lockspace string
+	Locks     []libReportedLock
+}
+
 func TestBodiesAreStandardMsgpack(t *testing.T) {
 	cases := []struct {
 		ours Message
@@ -70,6 +133,35 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 			&Renew{Epoch: 3, Lockspace: "fs1", Locks: []uint64{1, 1 << 63}},
 			&libRenew{Epoch: 3, Lockspace: "fs1", Locks: []uint64{1, 1 << 63}},
 			func() any { return new(libRenew) },
+		},
+		{
+			&Propose{Epoch: 5, Coordinator: "a", PrevEpoch: 4, Members: []ViewMember{{Name: "a", BootID: 1 << 50}, {Name: "b", BootID: 2}}},
+			&libPropose{Epoch: 5, Coordinator: "a", PrevEpoch: 4, Members: []libViewMember{{Name: "a", BootID: 1 << 50}, {Name: "b", BootID: 2}}},
+			func() any { return new(libPropose) },
+		},
+		{
+			&LockReport{Epoch: 5, Lockspace: "fs1", Locks: []ReportedLock{
+				{Resource: "r", Lock: 1, Owner: 2, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 1 << 40, TTL: 3e9, LVB: []byte("v"), LVBSeq: 7, LVBFlags: LVBPresent},
+			}},
+			&libLockReport{Epoch: 5, Lockspace: "fs1", Locks: []libReportedLock{
+				{Resource: "r", Lock: 1, Owner: 2, Queue: QueueConverting, Granted: uint8(modes.PR), Requested: uint8(modes.EX), Token: 1 << 40, TTL: 3e9, LVB: []byte("v"), LVBSeq: 7, LVBFlags: 1},
+			}},
+			func() any { return new(libLockReport) },
+		},
+		{
+			&MasterReport{Epoch: 5, Lockspace: "fs1", LastToken: 1 << 40, Resources: []ReportedResource{
+				{Resource: "r", LVB: []byte("lvb"), LVBSeq: 3, LVBFlags: LVBPresent | LVBValid, Locks: []QueuedLock{
+					{Node: 1 << 31, Lock: 9, Queue: QueueGranted, Granted: modes.PW},
+					{Node: 2, Lock: 10, Queue: QueueWaiting, Granted: modes.NL},
+				}},
+			}},
+			&libMasterReport{Epoch: 5, Lockspace: "fs1", LastToken: 1 << 40, Resources: []libReportedResource{
+				{Resource: "r", LVB: []byte("lvb"), LVBSeq: 3, LVBFlags: 3, Locks: []libQueuedLock{
+					{Node: 1 << 31, Lock: 9, Queue: QueueGranted, Granted: uint8(modes.PW)},
+					{Node: 2, Lock: 10, Queue: QueueWaiting, Granted: uint8(modes.NL)},
+				}},
+			}},
+			func() any { return new(libMasterReport) },
 		},
 	}
 	for _, c := range cases {

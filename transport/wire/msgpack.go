@@ -195,6 +195,23 @@ func (r *reader) arrayLen() (int, error) {
 	return n, nil
 }
 
+// structArrayLen reads the header of an array whose elements are structs of
+// fields fields each. Such an element takes at least 1+fields bytes (its array
+// header and one byte per field), so a count the remaining bytes cannot hold
+// is refused here. arrayLen's bound of one byte per element is not enough for
+// a slice of wide structs: 96-byte ReportedLocks sized by it would let a frame
+// allocate 96 times its size.
+func (r *reader) structArrayLen(field string, fields int) (int, error) {
+	n, err := r.arrayLen()
+	if err != nil {
+		return 0, err
+	}
+	if n > r.remaining()/(1+fields) {
+		return 0, fmt.Errorf("%w: %s: %d elements of at least %d bytes with %d bytes left", ErrDeclaredLength, field, n, 1+fields, r.remaining())
+	}
+	return n, nil
+}
+
 // badMap reports a map where the protocol has none; an oversized declared
 // length is reported as such, so the allocation guard is visible in metrics.
 func (r *reader) badMap(c byte) error {

@@ -25,12 +25,13 @@ const (
 // Valid reports whether s is one of the statuses above.
 func (s Status) Valid() bool { return s >= StatusGranted && s < statusEnd }
 
-// LVBFlags describe the LVB a Completion carries.
+// LVBFlags describe the LVB a Completion, ReportedLock or ReportedResource
+// carries.
 type LVBFlags uint8
 
 // LVB flags.
 const (
-	LVBPresent LVBFlags = 1 << 0 // the Completion carries the resource's LVB
+	LVBPresent LVBFlags = 1 << 0 // the message carries the resource's LVB
 	LVBValid   LVBFlags = 1 << 1 // the LVB's contents can be trusted
 
 	lvbFlagsAll = LVBPresent | LVBValid
@@ -77,14 +78,8 @@ func (m *Completion) Validate(l *Limits) error {
 	if err := checkMode(m.Mode); err != nil {
 		return err
 	}
-	if len(m.LVB) > l.MaxLVB {
-		return fmt.Errorf("%w: LVB of %d bytes, limit %d", ErrInvalid, len(m.LVB), l.MaxLVB)
-	}
-	if m.LVBFlags&^lvbFlagsAll != 0 {
-		return fmt.Errorf("%w: unknown LVB flags 0x%02x", ErrInvalid, uint8(m.LVBFlags))
-	}
-	if len(m.LVB) > 0 && m.LVBFlags&LVBPresent == 0 {
-		return fmt.Errorf("%w: LVB bytes without LVBPresent", ErrInvalid)
+	if err := checkLVBBlock(m.LVB, m.LVBFlags, l); err != nil {
+		return err
 	}
 	if len(m.Err) > MaxErr {
 		return fmt.Errorf("%w: error text of %d bytes, limit %d", ErrInvalid, len(m.Err), MaxErr)

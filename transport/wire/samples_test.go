@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +35,37 @@ func samples() []Message {
 		&Completion{Epoch: 6, Lockspace: "fs1", Lock: 9, Status: StatusError, Err: strings.Repeat("e", MaxErr)},
 		&Blocking{Epoch: 7, Lockspace: "fs1", Lock: 7, Mode: modes.EX},
 		&Renew{Epoch: 8, Lockspace: "fs1", Locks: []uint64{1, 2, 300, 1 << 20, ^uint64(0)}},
+		// recovery (appended: the seed files are named by index)
+		&Heartbeat{},
+		&Heartbeat{Epoch: ^uint64(0)},
+		&HeartbeatAck{Epoch: 12, Member: true},
+		&HeartbeatAck{},
+		&Propose{Epoch: 13, Coordinator: "node-1", PrevEpoch: 12, Members: []ViewMember{
+			{Name: strings.Repeat("n", MaxNodeName), BootID: ^uint64(0)}, {Name: "node-1", BootID: 1}, {Name: "node-2", BootID: 0xdeadbeefcafe},
+		}},
+		&Propose{Epoch: 1, Coordinator: strings.Repeat("c", MaxNodeName), Members: []ViewMember{{Name: "a", BootID: 7}}},
+		&Promise{Epoch: 13, OK: true, Promised: 13, Committed: 12},
+		&Promise{Epoch: ^uint64(0), Promised: ^uint64(0), Committed: 1 << 40, Reason: strings.Repeat("e", MaxErr)},
+		&Commit{Epoch: 13, Coordinator: "node-1", Members: []ViewMember{{Name: "node-1", BootID: 1}, {Name: "node-2", BootID: 2}}},
+		&RecoveryStatus{Epoch: 13, Phase: 1},
+		&RecoveryPhase{Epoch: 13, Phase: MaxPhase},
+		&Ack{Epoch: 13},
+		&LockReport{Epoch: 13, Lockspace: "fs1", Locks: []ReportedLock{
+			{Resource: "inode/42", Lock: 7, Owner: 9, Queue: QueueGranted, Granted: modes.PW, Requested: modes.PW, Token: 1<<48 | 17, TTL: 30e9, LVB: []byte("value"), LVBSeq: 99, LVBFlags: LVBPresent | LVBValid},
+			{Resource: "inode/42", Lock: 8, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 18, LVBFlags: LVBPresent},
+			{Resource: long, Lock: ^uint64(0), Owner: ^uint64(0), Queue: QueueWaiting, Granted: modes.NL, Requested: modes.CW, LVB: bytes.Repeat([]byte{0xcd}, 4096), LVBSeq: ^uint64(0), LVBFlags: LVBPresent},
+		}},
+		&MasterReport{Epoch: 13, Lockspace: "fs1", LastToken: 1 << 40},
+		&MasterReport{Epoch: 13, Lockspace: "fs1", LastToken: 1<<48 | 18, Resources: []ReportedResource{
+			{Resource: "inode/42", LVB: []byte("value"), LVBSeq: 99, LVBFlags: LVBPresent | LVBValid, Locks: []QueuedLock{
+				{Node: 1, Lock: 7, Queue: QueueGranted, Granted: modes.PR},
+				{Node: 2, Lock: 9, Queue: QueueGranted, Granted: modes.PR},
+				{Node: ^uint32(0), Lock: 8, Queue: QueueConverting, Granted: modes.PR},
+				{Node: 0, Lock: ^uint64(0), Queue: QueueWaiting, Granted: modes.NL},
+			}},
+			{Resource: "empty", LVBFlags: LVBValid},
+			{Resource: long, LVBFlags: LVBPresent, Locks: []QueuedLock{{Node: 3, Lock: 1, Queue: QueueWaiting}}},
+		}},
 	}
 }
 
@@ -83,7 +115,73 @@ func frameSeeds(tb testing.TB) map[string][]byte {
 	s["str-bomb"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x94, 1, mpStr32, 0x7f, 0xff, 0xff, 0xff}))
 	s["epoch-zero"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 0, 0xa1, 'x', 1, 5}))
 	s["bad-mode"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 1, 0xa1, 'x', 1, 6}))
+	for name, body := range typeSeeds(TypeMasterReport) {
+		s["master-report-"+name] = withPrefix(rawPayload(Version, byte(TypeMasterReport), 0, body))
+	}
 	return s
+}
+
+// masterReportHead is the body of a MasterReport up to its resources array:
+// the array header, epoch 1, lockspace "ls" and LastToken 0.
+var masterReportHead = []byte{0x94, 1, 0xa2, 'l', 's', 0}
+
+// resourceHead is a ReportedResource up to its locks array: the array header,
+// resource "r", no LVB, LVBSeq 0 and no flags.
+var resourceHead = []byte{0x95, 0xa1, 'r', mpNil, 0, 0}
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// shortNames returns n members with distinct two-byte names, sorted.
+func shortNames(n int) []ViewMember {
+	ms := make([]ViewMember, n)
+	for i := range ms {
+		ms[i] = ViewMember{Name: string([]byte{'A' + byte(i/64), '0' + byte(i%64)}), BootID: 1}
+	}
+	return ms
+}
+
+// typeSeeds are the inputs aimed at one type's decoder beyond bodySeeds'
+// generic ones: for the reports, nested array headers that declare more than
+// the frame holds (each must fail before anything is sized by it) or more
+// than the limits allow.
+func typeSeeds(t Type) map[string][]byte {
+	switch t {
+	case TypeMasterReport:
+		return map[string][]byte{
+			// the resources array declares 20,000,000 elements, none follow
+			"bomb-resources": cat(masterReportHead, bomb),
+			// one resource whose locks array declares 20,000,000
+			"bomb-nested-locks": cat(masterReportHead, []byte{0x91}, resourceHead, bomb),
+			// both levels declare 65535 and 2^32-1 with nothing after them
+			"bomb-both-levels": cat(masterReportHead, []byte{mpArray16, 0xff, 0xff}, resourceHead, []byte{mpArray32, 0xff, 0xff, 0xff, 0xff}),
+			// 1024 resources declared over 1024 bytes: within arrayLen's one
+			// byte per element, but a resource takes at least 6
+			"bomb-resources-1-byte-each": cat(masterReportHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+			// 1024 locks declared over 1024 bytes: a lock takes at least 5
+			"bomb-locks-1-byte-each": cat(masterReportHead, []byte{0x91}, resourceHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+		}
+	case TypeLockReport:
+		lockHead := []byte{0x93, 1, 0xa2, 'l', 's'}
+		return map[string][]byte{
+			"bomb-locks":             cat(lockHead, bomb),
+			"bomb-locks-1-byte-each": cat(lockHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+		}
+	case TypePropose:
+		return map[string][]byte{
+			"bomb-members": cat([]byte{0x94, 1, 0xa1, 'c', 0}, bomb),
+			"unsorted":     {0x94, 1, 0xa1, 'c', 0, 0x92, 0x92, 0xa1, 'b', 1, 0x92, 0xa1, 'a', 1},
+			"duplicate":    {0x94, 1, 0xa1, 'c', 0, 0x92, 0x92, 0xa1, 'a', 1, 0x92, 0xa1, 'a', 2},
+		}
+	case TypeCommit:
+		return map[string][]byte{
+			"bomb-members":      cat([]byte{0x93, 1, 0xa1, 'c'}, bomb),
+			"over-max-members":  cat([]byte{0x93, 1, 0xa1, 'c', mpArray16, 0x04, 0x01}, bytes.Repeat([]byte{0x92, 0xa1, 'm', 1}, MaxMembers+1)),
+			"members-zero-boot": {0x93, 1, 0xa1, 'c', 0x91, 0x92, 0xa1, 'a', 0},
+			// as many distinct names as the intern table holds, in 1.3 KB
+			"many-names": (&Commit{Epoch: 1, Coordinator: "c", Members: shortNames(maxInterned)}).appendBody(nil),
+		}
+	}
+	return nil
 }
 
 // bodySeeds are bodies for the per-type fuzz target of t.
@@ -104,6 +202,7 @@ func bodySeeds(t Type) map[string][]byte {
 		s["truncated-"+strconv.Itoa(i)] = body[:len(body)/2]
 		s["trailing-"+strconv.Itoa(i)] = append(append([]byte(nil), body...), 0xc0)
 	}
+	maps.Copy(s, typeSeeds(t))
 	return s
 }
 

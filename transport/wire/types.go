@@ -24,8 +24,20 @@ const (
 	TypeBlocking       Type = 8
 	TypeRenew          Type = 9
 
+	// Recovery: membership views, quorum leases, phases and lock reports.
+	TypeHeartbeat      Type = 10
+	TypeHeartbeatAck   Type = 11
+	TypePropose        Type = 12
+	TypePromise        Type = 13
+	TypeCommit         Type = 14
+	TypeRecoveryStatus Type = 15
+	TypeRecoveryPhase  Type = 16
+	TypeAck            Type = 17
+	TypeLockReport     Type = 18
+	TypeMasterReport   Type = 19
+
 	// typeEnd is one past the last type; arrays indexed by Type use it.
-	typeEnd Type = 10
+	typeEnd Type = 20
 )
 
 // NumTypes is the size of an array indexed by Type.
@@ -56,6 +68,26 @@ func newMessage(t Type) Message {
 		return new(Blocking)
 	case TypeRenew:
 		return new(Renew)
+	case TypeHeartbeat:
+		return new(Heartbeat)
+	case TypeHeartbeatAck:
+		return new(HeartbeatAck)
+	case TypePropose:
+		return new(Propose)
+	case TypePromise:
+		return new(Promise)
+	case TypeCommit:
+		return new(Commit)
+	case TypeRecoveryStatus:
+		return new(RecoveryStatus)
+	case TypeRecoveryPhase:
+		return new(RecoveryPhase)
+	case TypeAck:
+		return new(Ack)
+	case TypeLockReport:
+		return new(LockReport)
+	case TypeMasterReport:
+		return new(MasterReport)
 	}
 	return nil
 }

@@ -67,3 +67,41 @@ func checkLVB(lvb []byte, op LVBOp, l *Limits) error {
 	}
 	return nil
 }
+
+// checkLVBBlock validates a value block carried with its flags (Completion,
+// ReportedLock, ReportedResource): bytes only with LVBPresent, so that an
+// empty block that is present is told apart from no block.
+func checkLVBBlock(lvb []byte, f LVBFlags, l *Limits) error {
+	if len(lvb) > l.MaxLVB {
+		return fmt.Errorf("%w: LVB of %d bytes, limit %d", ErrInvalid, len(lvb), l.MaxLVB)
+	}
+	if f&^lvbFlagsAll != 0 {
+		return fmt.Errorf("%w: unknown LVB flags 0x%02x", ErrInvalid, uint8(f))
+	}
+	if len(lvb) > 0 && f&LVBPresent == 0 {
+		return fmt.Errorf("%w: LVB bytes without LVBPresent", ErrInvalid)
+	}
+	return nil
+}
+
+// checkQueued validates a lock's queue and granted mode as its master had
+// them: a waiting lock has been granted nothing, so its mode is NL.
+func checkQueued(queue uint8, granted modes.Mode) error {
+	if queue < QueueGranted || queue > QueueWaiting {
+		return fmt.Errorf("%w: unknown queue %d", ErrInvalid, queue)
+	}
+	if err := checkMode(granted); err != nil {
+		return err
+	}
+	if queue == QueueWaiting && granted != modes.NL {
+		return fmt.Errorf("%w: waiting lock with granted mode %v, want NL", ErrInvalid, granted)
+	}
+	return nil
+}
+
+func checkPhase(p uint8) error {
+	if p < 1 || p > MaxPhase {
+		return fmt.Errorf("%w: recovery phase %d outside 1..%d", ErrInvalid, p, MaxPhase)
+	}
+	return nil
+}
