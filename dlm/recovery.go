@@ -240,15 +240,50 @@ type routed struct {
 	msg wire.Message
 }
 
-// maxReport is the most entries one report message carries.
-const maxReport = 4096
+// Reports are split so that each message stays well inside a frame: at
+// most maxReport entries (the wire limit) and about reportBytes of body.
+const (
+	maxReport   = 4096
+	reportBytes = 256 << 10
+)
 
 func splitLockReport(to string, r *wire.LockReport) []routed {
 	var out []routed
 	for len(r.Locks) > 0 {
-		n := min(len(r.Locks), maxReport)
+		n, size := 0, 0
+		for n < len(r.Locks) && n < maxReport && size < reportBytes {
+			size += len(r.Locks[n].Resource) + len(r.Locks[n].LVB) + 64
+			n++
+		}
 		out = append(out, routed{to, &wire.LockReport{Epoch: r.Epoch, Lockspace: r.Lockspace, Locks: r.Locks[:n]}})
 		r.Locks = r.Locks[n:]
+	}
+	return out
+}
+
+// splitMasterReport splits one master's resources into messages, and a
+// resource with more locks than one entry may hold into several entries
+// (the receiver joins them).
+func splitMasterReport(to string, epoch uint64, lockspace string, lastToken uint64, res []wire.ReportedResource) []routed {
+	var entries []wire.ReportedResource
+	for _, r := range res {
+		for first := true; first || len(r.Locks) > 0; first = false {
+			e := r
+			e.Locks = r.Locks[:min(len(r.Locks), maxReport)]
+			r.Locks = r.Locks[len(e.Locks):]
+			entries = append(entries, e)
+		}
+	}
+	var out []routed
+	for first := true; first || len(entries) > 0; first = false {
+		n, size, locks := 0, 0, 0
+		for n < len(entries) && n < maxReport && size < reportBytes && locks+len(entries[n].Locks) <= 8*maxReport {
+			size += len(entries[n].Resource) + len(entries[n].LVB) + 64 + 24*len(entries[n].Locks)
+			locks += len(entries[n].Locks)
+			n++
+		}
+		out = append(out, routed{to, &wire.MasterReport{Epoch: epoch, Lockspace: lockspace, LastToken: lastToken, Resources: entries[:n]}})
+		entries = entries[n:]
 	}
 	return out
 }
@@ -316,11 +351,7 @@ func (n *Node) masterReports(v recovery.View, vw *view) []routed {
 			byMaster[to] = append(byMaster[to], reportedResource(r))
 		}
 		for to, res := range byMaster {
-			for first := true; first || len(res) > 0; first = false {
-				k := min(len(res), maxReport)
-				out = append(out, routed{to, &wire.MasterReport{Epoch: v.Epoch, Lockspace: name, LastToken: sp.lastToken, Resources: res[:k]}})
-				res = res[k:]
-			}
+			out = append(out, splitMasterReport(to, v.Epoch, name, sp.lastToken, res)...)
 		}
 	}
 	return out
@@ -396,8 +427,11 @@ func (n *Node) acceptReport(from string, msg wire.Message) {
 		sp := buf.space(m.Lockspace)
 		sp.lastToken = max(sp.lastToken, m.LastToken)
 		for _, rr := range m.Resources {
-			r := &masterInfo{}
-			sp.masters[rr.Resource] = r
+			r := sp.masters[rr.Resource] // a big resource comes in several entries
+			if r == nil {
+				r = &masterInfo{}
+				sp.masters[rr.Resource] = r
+			}
 			r.lvb = &master.LVB{Data: slices.Clone(rr.LVB), Seq: rr.LVBSeq, Valid: rr.LVBFlags&wire.LVBValid != 0}
 			for _, q := range rr.Locks {
 				id := master.LockID{Node: master.NodeID(q.Node), ID: q.Lock}

@@ -3,6 +3,7 @@ package dlm
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,5 +213,47 @@ func TestRecoveryJoinMovesResources(t *testing.T) {
 		}
 		mustUnlock(t, w)
 		t.Logf("%d of %d resources moved to the new node", moved, len(held))
+	})
+}
+
+// TestRecoveryBigResource: a resource with more locks than one report
+// entry holds, with long names and full value blocks, survives the loss
+// of its master in queue order.
+func TestRecoveryBigResource(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, func(cfg *Config) {
+			cfg.MaxLocks = 0
+			cfg.DefaultLockspace.MaxWaitersPerResource = 0
+			cfg.DefaultLockspace.MaxLocksPerNode = 0
+		})
+		defer c.close()
+		res := c.resourceOn(1, strings.Repeat("r", 200))
+		const holders = 5000
+		var locks []*Lock
+		for i := range holders {
+			locks = append(locks, mustLock(t, c.ls[i%2*2], res, modes.CR))
+		}
+		w := mustLock(t, c.ls[0], res+"-v", modes.EX)
+		_ = w.SetValue(make([]byte, 64))
+		if err := w.Convert(bg, modes.PR); err != nil {
+			t.Fatal(err)
+		}
+		waiting := make(chan *Lock, 1)
+		go func() { waiting <- mustLock(t, c.ls[2], res, modes.EX) }()
+		synctestWait()
+		c.kill(1)
+		c.waitView(2, 30*time.Second)
+		rs, ok := c.ls[0].Dump(res)
+		if !ok {
+			rs, ok = c.ls[2].Dump(res)
+		}
+		if !ok || len(rs.Locks) != holders+1 {
+			t.Fatalf("rebuilt resource has %d locks, want %d", len(rs.Locks), holders+1)
+		}
+		for _, lk := range locks {
+			mustUnlock(t, lk)
+		}
+		mustUnlock(t, <-waiting)
+		mustUnlock(t, w)
 	})
 }
