@@ -201,7 +201,7 @@ func benchRecovery(b *testing.B, locks int) {
 			b.ReportMetric(float64(st.LockDelay.Microseconds())/1000, "lockdelay-ms")
 			b.ReportMetric(float64(st.Rebuild.Microseconds())/1000, "rebuild-ms")
 			b.ReportMetric(float64(st.Report.Microseconds())/1000, "report-ms")
-			b.ReportMetric(float64((st.Barrier1 + st.Barrier2).Microseconds())/1000, "barrier-ms")
+			b.ReportMetric(float64((st.Barrier1+st.Barrier2).Microseconds())/1000, "barrier-ms")
 			return
 		}
 		time.Sleep(time.Millisecond)

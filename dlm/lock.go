@@ -62,9 +62,9 @@ type Lock struct {
 	// unsent is the request or conversion in flight when its master could
 	// not be reached: the tick loop sends it again, and a recovery reports
 	// it (a dead master's requests wait for the view without it).
-	unsent *pendingReq
-	lease          *time.Timer
-	leaseEnds      time.Time
+	unsent    *pendingReq
+	lease     *time.Timer
+	leaseEnds time.Time
 }
 
 // outcome is how an operation in flight ended, from a table effect or a

@@ -44,11 +44,11 @@ import (
 // recoveryState is what a node keeps between and during recoveries.
 type recoveryState struct {
 	mu       sync.Mutex
-	live     bool                       // the tables hold a completed view's state
-	snapshot map[string]*spaceSnapshot  // what this node mastered when last live
-	buf      *rebuildBuf                // reports received for one epoch
-	parked   []parked                   // lock messages of the new epoch, for after Resume
-	deferred []deferredUnlock           // unlocks made while suspended
+	live     bool                      // the tables hold a completed view's state
+	snapshot map[string]*spaceSnapshot // what this node mastered when last live
+	buf      *rebuildBuf               // reports received for one epoch
+	parked   []parked                  // lock messages of the new epoch, for after Resume
+	deferred []deferredUnlock          // unlocks made while suspended
 }
 
 type spaceSnapshot struct {
