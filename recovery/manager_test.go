@@ -1,0 +1,326 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeNet connects Managers in one process. Messages are delivered on a
+// goroutine each (like a reader goroutine), and links can be cut.
+type fakeNet struct {
+	mu    sync.Mutex
+	nodes map[string]*Manager
+	boots map[string]uint64
+	cut   map[[2]string]bool
+	wg    sync.WaitGroup
+	next  uint64
+	calls map[uint64]func(wire.Message, error)
+}
+
+func newFakeNet() *fakeNet {
+	return &fakeNet{nodes: map[string]*Manager{}, boots: map[string]uint64{}, cut: map[[2]string]bool{}, calls: map[uint64]func(wire.Message, error){}}
+}
+
+type fakeLinks struct {
+	net  *fakeNet
+	name string
+}
+
+var errCut = errors.New("fake: link cut")
+
+func (l fakeLinks) deliver(to string, in transport.Inbound) error {
+	n := l.net
+	n.mu.Lock()
+	m, ok := n.nodes[to]
+	blocked := n.cut[[2]string{l.name, to}]
+	n.mu.Unlock()
+	if !ok || blocked {
+		return errCut
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		m.Handle(in)
+	}()
+	return nil
+}
+
+func (l fakeLinks) Send(peer string, m wire.Message) error {
+	l.net.mu.Lock()
+	boot := l.net.boots[l.name]
+	l.net.mu.Unlock()
+	return l.deliver(peer, transport.Inbound{From: l.name, BootID: boot, Msg: m})
+}
+
+func (l fakeLinks) Go(peer string, m wire.Message, cb func(wire.Message, error)) error {
+	n := l.net
+	n.mu.Lock()
+	n.next++
+	id := n.next
+	n.calls[id] = cb
+	boot := n.boots[l.name]
+	n.mu.Unlock()
+	return l.deliver(peer, transport.Inbound{From: l.name, BootID: boot, Msg: m, ReplyTo: transport.ReplyTo{Peer: l.name, ID: id}})
+}
+
+func (l fakeLinks) Call(ctx context.Context, peer string, m wire.Message) (wire.Message, error) {
+	ch := make(chan wire.Message, 1)
+	if err := l.Go(peer, m, func(r wire.Message, _ error) { ch <- r }); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l fakeLinks) Reply(to transport.ReplyTo, m wire.Message) error {
+	n := l.net
+	n.mu.Lock()
+	cb := n.calls[to.ID]
+	delete(n.calls, to.ID)
+	blocked := n.cut[[2]string{l.name, to.Peer}]
+	n.mu.Unlock()
+	if cb == nil || blocked {
+		return errCut
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		cb(m, nil)
+	}()
+	return nil
+}
+
+// fakeHost records what the Manager asks of it.
+type fakeHost struct {
+	mu       sync.Mutex
+	events   []string
+	resumed  []uint64
+	evicted  int
+	reportOK bool
+}
+
+func (h *fakeHost) log(s string) { h.mu.Lock(); h.events = append(h.events, s); h.mu.Unlock() }
+
+func (h *fakeHost) Suspend(v View) { h.log(fmt.Sprintf("suspend %d", v.Epoch)) }
+func (h *fakeHost) Report(ctx context.Context, v View) error {
+	h.log(fmt.Sprintf("report %d", v.Epoch))
+	return nil
+}
+func (h *fakeHost) Rebuild(v View) { h.log(fmt.Sprintf("rebuild %d", v.Epoch)) }
+func (h *fakeHost) Resume(v View) {
+	h.mu.Lock()
+	h.resumed = append(h.resumed, v.Epoch)
+	h.mu.Unlock()
+	h.log(fmt.Sprintf("resume %d", v.Epoch))
+}
+func (h *fakeHost) LeaseLost(evicted bool) {
+	h.mu.Lock()
+	if evicted {
+		h.evicted++
+	}
+	h.mu.Unlock()
+	h.log(fmt.Sprintf("lease lost (evicted %v)", evicted))
+}
+func (h *fakeHost) LeaseRegained() { h.log("lease regained") }
+
+type testCluster struct {
+	net   *fakeNet
+	names []string
+	ms    map[string]*Manager
+	hosts map[string]*fakeHost
+}
+
+// newTestCluster starts Managers for the given configured members; only
+// those in up run, and every running one sees the others up.
+func newTestCluster(t *testing.T, members []string, up []string, tweak func(*Config)) *testCluster {
+	c := &testCluster{net: newFakeNet(), names: members, ms: map[string]*Manager{}, hosts: map[string]*fakeHost{}}
+	for i, name := range up {
+		cfg := DefaultConfig()
+		cfg.Name, cfg.BootID, cfg.Members = name, uint64(i+1)*100, members
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		h := &fakeHost{}
+		m, err := New(cfg, fakeLinks{c.net, name}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.net.mu.Lock()
+		c.net.nodes[name], c.net.boots[name] = m, cfg.BootID
+		c.net.mu.Unlock()
+		c.ms[name], c.hosts[name] = m, h
+	}
+	for _, a := range up {
+		for _, b := range up {
+			c.ms[a].MemberAlive(b, c.net.boots[b])
+		}
+	}
+	for _, m := range c.ms {
+		m.Start()
+	}
+	return c
+}
+
+func (c *testCluster) close() {
+	for _, m := range c.ms {
+		m.Close()
+	}
+	c.net.wg.Wait()
+}
+
+func TestFirstViewAndServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		names := []string{"a", "b", "c"}
+		c := newTestCluster(t, names, names, nil)
+		defer c.close()
+		for _, m := range c.ms {
+			<-m.Served()
+		}
+		v := c.ms["b"].View()
+		if v.Epoch != 1 || len(v.Members) != 3 || v.Coordinator != "a" {
+			t.Fatalf("view %v", v)
+		}
+		for name, h := range c.hosts {
+			h.mu.Lock()
+			ev := fmt.Sprint(h.events)
+			h.mu.Unlock()
+			if want := "[suspend 1 report 1 rebuild 1 resume 1 lease regained]"; ev != want && ev != "[suspend 1 report 1 rebuild 1 lease regained resume 1]" && ev != "[lease regained suspend 1 report 1 rebuild 1 resume 1]" {
+				t.Errorf("%s: %s", name, ev)
+			}
+		}
+	})
+}
+
+// A minority cannot agree a view, and does not serve.
+func TestMinorityCannotCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, []string{"a", "b", "c", "d", "e"}, []string{"a", "b"}, nil)
+		defer c.close()
+		time.Sleep(10 * time.Second)
+		for name, m := range c.ms {
+			if v := m.View(); v.Epoch != 0 || m.Serving() {
+				t.Errorf("%s: view %v serving %v with 2 of 5 members", name, v, m.Serving())
+			}
+		}
+	})
+}
+
+// The first view waits Settle for missing members once a quorum is up.
+func TestFirstViewSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c := newTestCluster(t, []string{"a", "b", "c"}, []string{"a", "b"}, nil)
+		defer c.close()
+		<-c.ms["a"].Served()
+		if d := time.Since(start); d < DefaultConfig().Settle {
+			t.Fatalf("first view after %v, before Settle", d)
+		}
+		if v := c.ms["a"].View(); len(v.Members) != 2 {
+			t.Fatalf("view %v", v)
+		}
+	})
+}
+
+func TestPromiseOncePerEpoch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, []string{"a", "b", "c"}, nil, nil)
+		defer c.close()
+		cfg := DefaultConfig()
+		cfg.Name, cfg.BootID, cfg.Members = "b", 7, []string{"a", "b", "c"}
+		m, err := New(cfg, fakeLinks{c.net, "b"}, &fakeHost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := []wire.ViewMember{{Name: "a", BootID: 1}, {Name: "b", BootID: 7}, {Name: "c", BootID: 3}}
+		p1 := &wire.Propose{Epoch: 5, Coordinator: "a", Members: all}
+		p2 := &wire.Propose{Epoch: 5, Coordinator: "c", Members: all[1:]}
+		if pr := m.promise(Member{}, p1); !pr.OK {
+			t.Fatalf("first proposal refused: %+v", pr)
+		}
+		if pr := m.promise(Member{}, p2); pr.OK || pr.Promised != 5 {
+			t.Fatalf("a second proposal for epoch 5 was promised: %+v", pr)
+		}
+		if pr := m.promise(Member{}, &wire.Propose{Epoch: 4, Coordinator: "a", Members: all}); pr.OK {
+			t.Fatalf("an older epoch was promised: %+v", pr)
+		}
+		other := []wire.ViewMember{{Name: "a", BootID: 1}, {Name: "b", BootID: 8}}
+		if pr := m.promise(Member{}, &wire.Propose{Epoch: 6, Coordinator: "a", Members: other}); pr.OK {
+			t.Fatalf("a proposal naming another boot of this node was promised: %+v", pr)
+		}
+	})
+}
+
+// A node that sees a proposal whose previous epoch it never had drops its
+// lock state before promising: it is a zombie.
+func TestZombieDropsStateBeforePromising(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, []string{"a", "b", "c"}, nil, nil)
+		defer c.close()
+		h := &fakeHost{}
+		cfg := DefaultConfig()
+		cfg.Name, cfg.BootID, cfg.Members = "b", 7, []string{"a", "b", "c"}
+		m, _ := New(cfg, fakeLinks{c.net, "b"}, h)
+		m.committed = View{Epoch: 2, Members: []Member{{"a", 1}, {"b", 7}, {"c", 3}}}
+		all := []wire.ViewMember{{Name: "a", BootID: 1}, {Name: "b", BootID: 7}, {Name: "c", BootID: 3}}
+		pr := m.promise(Member{}, &wire.Propose{Epoch: 9, PrevEpoch: 8, Coordinator: "a", Members: all})
+		if !pr.OK || h.evicted != 1 {
+			t.Fatalf("promise %+v, evictions %d", pr, h.evicted)
+		}
+	})
+}
+
+func TestLeaseNeedsQuorumOfMemberAcks(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Name, cfg.BootID, cfg.Members = "a", 1, []string{"a", "b", "c", "d", "e"}
+	m, _ := New(cfg, nil, &fakeHost{})
+	now := time.Now()
+	m.acks = map[string]time.Time{"b": now.Add(-time.Second)}
+	if _, ok := m.leaseEndLocked(); ok {
+		t.Fatal("one ack of four peers held a lease needing two")
+	}
+	m.acks["c"] = now.Add(-200 * time.Millisecond)
+	end, ok := m.leaseEndLocked()
+	if !ok || !end.Equal(now.Add(-time.Second).Add(cfg.Lease)) {
+		t.Fatalf("lease end %v, %v: want the second most recent ack plus L", end, ok)
+	}
+	if d := cfg.LockDelay(); d < cfg.Lease || d > cfg.Lease*11/10+cfg.MaxDelay {
+		t.Fatalf("lock-delay %v for lease %v", d, cfg.Lease)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := DefaultConfig()
+	good.Name, good.BootID, good.Members = "a", 1, []string{"a"}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*Config){
+		"not a member": func(c *Config) { c.Name = "z" },
+		"no boot":      func(c *Config) { c.BootID = 0 },
+		"lease":        func(c *Config) { c.HeartbeatInterval = c.Lease },
+		"drift":        func(c *Config) { c.ClockDrift = 0.5 },
+		"intervals":    func(c *Config) { c.StatusInterval = 0 },
+	} {
+		c := good
+		mut(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
