@@ -1,0 +1,204 @@
+package check
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// An Interval is a stretch of time during which a client believed it held a
+// lock on a resource in one mode. It starts when a grant or conversion
+// returned to the client and ends at the earliest of its release call, its
+// Lost, its node's crash, or a conversion that changed what it may assume.
+type Interval struct {
+	Client   int
+	Node     string // the node of the operation that granted the lock
+	Resource string
+	Mode     modes.Mode
+	Token    uint64
+	Start    time.Duration
+	End      time.Duration // Infinity: still held at the end of the history
+	Begin    int           // Seq of the record that started the interval
+	Finish   int           // Seq of the record that ended it, or -1
+	Why      string        // what ended it: release, lost, crash, convert, or "held at end"
+
+	startOrd, endOrd int
+}
+
+type beliefKey struct {
+	client   int
+	resource string
+}
+
+// belief is a lock that a client currently believes it holds.
+type belief struct {
+	gen      int // distinguishes successive beliefs of one client and resource
+	client   int
+	node     string
+	resource string
+	mode     modes.Mode
+	token    uint64
+	since    time.Duration
+	sinceOrd int
+	begin    int // Seq of the record that started the current interval
+}
+
+// beliefs follows, as the history is recorded, which locks each client
+// believes it holds, and collects the intervals. It is used under the
+// history's mutex.
+type beliefs struct {
+	open   map[beliefKey]*belief
+	closed []Interval
+	gen    int
+}
+
+func newBeliefs() beliefs { return beliefs{open: make(map[beliefKey]*belief)} }
+
+func keyOf(r *Record) beliefKey { return beliefKey{r.Client, r.Resource} }
+
+// acquireCall notes r's belief state; a client asking for a lock it already
+// believes it holds is a misuse of the history (one client id per handle).
+func (bs *beliefs) acquireCall(h *History, r *Record) {
+	if b := bs.open[keyOf(r)]; b != nil {
+		r.Held, r.From = true, b.mode
+		h.misuse("%s: client %d already believes it holds %q in %v (since %s, record #%d); give each lock handle its own client id",
+			r.describe(), r.Client, r.Resource, b.mode, fmtTime(b.since), b.begin)
+	}
+}
+
+// convertCall notes r's belief state. While a conversion is pending the
+// client may assume only what both the old and the new mode give it, so its
+// belief drops to their meet: the old mode for an up-conversion, the new one
+// for a down-conversion, CR for PR <-> CW.
+func (bs *beliefs) convertCall(r *Record) {
+	b := bs.open[keyOf(r)]
+	if b == nil {
+		return
+	}
+	r.Held, r.From, r.gen = true, b.mode, b.gen
+	if r.Mode.Valid() {
+		bs.switchTo(b, meet(b.mode, r.Mode), b.token, r.Call, r.callOrd, r.Seq)
+	}
+}
+
+// granted opens or updates the belief of the client of r, an Acquire or
+// Convert that returned OK.
+func (bs *beliefs) granted(h *History, r *Record) {
+	k := keyOf(r)
+	b := bs.open[k]
+	if b != nil && r.Kind == Convert && b.gen == r.gen {
+		bs.switchTo(b, r.Granted, r.Token, r.Return, r.retOrd, r.Seq)
+		return
+	}
+	if b != nil {
+		if !(r.Kind == Acquire && r.Held) { // not reported at the call already
+			h.misuse("%s: granted while client %d already believes it holds %q in %v (since %s, record #%d); give each lock handle its own client id",
+				r.describe(), r.Client, r.Resource, b.mode, fmtTime(b.since), b.begin)
+		}
+		bs.close(b, r.Return, r.retOrd, r.Seq, "replaced")
+	}
+	bs.gen++
+	bs.open[k] = &belief{
+		gen: bs.gen, client: r.Client, node: r.Node, resource: r.Resource,
+		mode: r.Granted, token: r.Token, since: r.Return, sinceOrd: r.retOrd, begin: r.Seq,
+	}
+}
+
+// failed restores the mode a failed conversion started from.
+func (bs *beliefs) failed(r *Record) {
+	if r.Kind != Convert || !r.Held {
+		return
+	}
+	if b := bs.open[keyOf(r)]; b != nil && b.gen == r.gen {
+		bs.switchTo(b, r.From, b.token, r.Return, r.retOrd, r.Seq)
+	}
+}
+
+// end closes the client's belief at r's call (a Release or Lost), noting in
+// r whether there was one.
+func (bs *beliefs) end(r *Record, why string) {
+	b := bs.open[keyOf(r)]
+	if b == nil {
+		return
+	}
+	r.Held, r.From = true, b.mode
+	bs.close(b, r.Call, r.callOrd, r.Seq, why)
+}
+
+// onNode returns the beliefs granted through node, in a fixed order.
+func (bs *beliefs) onNode(node string) []*belief {
+	var out []*belief
+	for _, b := range bs.open {
+		if b.node == node {
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out, func(a, b *belief) int {
+		return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.client, b.client))
+	})
+	return out
+}
+
+// switchTo ends b's current interval at t and starts one in mode with
+// token, unless nothing changes.
+func (bs *beliefs) switchTo(b *belief, mode modes.Mode, token uint64, t time.Duration, ord, seq int) {
+	if mode == b.mode && token == b.token {
+		return
+	}
+	bs.closed = append(bs.closed, b.interval(t, ord, seq, "convert"))
+	b.mode, b.token, b.since, b.sinceOrd, b.begin = mode, token, t, ord, seq
+}
+
+func (bs *beliefs) close(b *belief, t time.Duration, ord, seq int, why string) {
+	bs.closed = append(bs.closed, b.interval(t, ord, seq, why))
+	delete(bs.open, beliefKey{b.client, b.resource})
+}
+
+func (b *belief) interval(end time.Duration, ord, seq int, why string) Interval {
+	return Interval{
+		Client: b.client, Node: b.node, Resource: b.resource, Mode: b.mode, Token: b.token,
+		Start: b.since, End: end, Begin: b.begin, Finish: seq, Why: why,
+		startOrd: b.sinceOrd, endOrd: ord,
+	}
+}
+
+// intervals returns every interval so far, the open ones ending at
+// Infinity, sorted by resource and start.
+func (bs *beliefs) intervals() []Interval {
+	out := append([]Interval(nil), bs.closed...)
+	for _, b := range bs.open {
+		iv := b.interval(Infinity, int(^uint(0)>>1), -1, "held at end")
+		out = append(out, iv)
+	}
+	slices.SortFunc(out, func(a, b Interval) int {
+		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.startOrd, b.startOrd),
+			cmp.Compare(a.Client, b.Client))
+	})
+	return out
+}
+
+// meet returns the strongest mode that is compatible with every mode that a
+// or b is compatible with: what a client may rely on when it holds a or b
+// and does not know which.
+func meet(a, b modes.Mode) modes.Mode {
+	best, bestN := modes.NL, modes.Count+1
+	for _, m := range modes.All() {
+		n, ok := 0, true
+		for _, x := range modes.All() {
+			c := modes.Compatible(m, x)
+			if (modes.Compatible(a, x) || modes.Compatible(b, x)) && !c {
+				ok = false
+				break
+			}
+			if c {
+				n++
+			}
+		}
+		if ok && n < bestN {
+			best, bestN = m, n
+		}
+	}
+	return best
+}
