@@ -25,6 +25,7 @@ type Interval struct {
 	Why      string        // what ended it: release, lost, crash, convert, or "held at end"
 
 	startOrd, endOrd int
+	beginKind        Kind
 }
 
 type beliefKey struct {
@@ -42,7 +43,8 @@ type belief struct {
 	token    uint64
 	since    time.Duration
 	sinceOrd int
-	begin    int // Seq of the record that started the current interval
+	begin    int  // Seq of the record that started the current interval
+	kind     Kind // and its kind
 }
 
 // beliefs follows, as the history is recorded, which locks each client
@@ -79,7 +81,7 @@ func (bs *beliefs) convertCall(r *Record) {
 	}
 	r.Held, r.From, r.gen = true, b.mode, b.gen
 	if r.Mode.Valid() {
-		bs.switchTo(b, meet(b.mode, r.Mode), b.token, r.Call, r.callOrd, r.Seq)
+		bs.switchTo(b, meet(b.mode, r.Mode), b.token, r.Call, r.callOrd, r.Seq, r.Kind)
 	}
 }
 
@@ -89,7 +91,7 @@ func (bs *beliefs) granted(h *History, r *Record) {
 	k := keyOf(r)
 	b := bs.open[k]
 	if b != nil && r.Kind == Convert && b.gen == r.gen {
-		bs.switchTo(b, r.Granted, r.Token, r.Return, r.retOrd, r.Seq)
+		bs.switchTo(b, r.Granted, r.Token, r.Return, r.retOrd, r.Seq, r.Kind)
 		return
 	}
 	if b != nil {
@@ -102,7 +104,7 @@ func (bs *beliefs) granted(h *History, r *Record) {
 	bs.gen++
 	bs.open[k] = &belief{
 		gen: bs.gen, client: r.Client, node: r.Node, resource: r.Resource,
-		mode: r.Granted, token: r.Token, since: r.Return, sinceOrd: r.retOrd, begin: r.Seq,
+		mode: r.Granted, token: r.Token, since: r.Return, sinceOrd: r.retOrd, begin: r.Seq, kind: r.Kind,
 	}
 }
 
@@ -112,7 +114,7 @@ func (bs *beliefs) failed(r *Record) {
 		return
 	}
 	if b := bs.open[keyOf(r)]; b != nil && b.gen == r.gen {
-		bs.switchTo(b, r.From, b.token, r.Return, r.retOrd, r.Seq)
+		bs.switchTo(b, r.From, b.token, r.Return, r.retOrd, r.Seq, r.Kind)
 	}
 }
 
@@ -143,12 +145,12 @@ func (bs *beliefs) onNode(node string) []*belief {
 
 // switchTo ends b's current interval at t and starts one in mode with
 // token, unless nothing changes.
-func (bs *beliefs) switchTo(b *belief, mode modes.Mode, token uint64, t time.Duration, ord, seq int) {
+func (bs *beliefs) switchTo(b *belief, mode modes.Mode, token uint64, t time.Duration, ord, seq int, kind Kind) {
 	if mode == b.mode && token == b.token {
 		return
 	}
 	bs.closed = append(bs.closed, b.interval(t, ord, seq, "convert"))
-	b.mode, b.token, b.since, b.sinceOrd, b.begin = mode, token, t, ord, seq
+	b.mode, b.token, b.since, b.sinceOrd, b.begin, b.kind = mode, token, t, ord, seq, kind
 }
 
 func (bs *beliefs) close(b *belief, t time.Duration, ord, seq int, why string) {
@@ -160,7 +162,7 @@ func (b *belief) interval(end time.Duration, ord, seq int, why string) Interval 
 	return Interval{
 		Client: b.client, Node: b.node, Resource: b.resource, Mode: b.mode, Token: b.token,
 		Start: b.since, End: end, Begin: b.begin, Finish: seq, Why: why,
-		startOrd: b.sinceOrd, endOrd: ord,
+		startOrd: b.sinceOrd, endOrd: ord, beginKind: b.kind,
 	}
 }
 

@@ -55,6 +55,19 @@ func (r *Record) result() string {
 	return s
 }
 
+// summary says what the record did and when, for messages: `acquire #1
+// (client 2 on n2, "r", EX) called at 1s, returned at 1s: granted EX token 5`.
+func (r *Record) summary() string {
+	s := fmt.Sprintf("%s called at %s, returned at %s", r.describe(), fmtTime(r.Call), fmtTime(r.Return))
+	if r.Call == r.Return {
+		s = fmt.Sprintf("%s at %s", r.describe(), fmtTime(r.Call))
+	}
+	if res := r.result(); res != "" {
+		s += ": " + res
+	}
+	return s
+}
+
 // String formats the record on one line, as in a history dump.
 func (r Record) String() string {
 	var b strings.Builder
@@ -109,8 +122,8 @@ func (iv Interval) String() string {
 	if iv.Finish >= 0 {
 		fin = fmt.Sprintf("%s #%d", iv.Why, iv.Finish)
 	}
-	return fmt.Sprintf("client %d on %s held %v token %d from %s to %s (record #%d .. %s)",
-		iv.Client, iv.Node, iv.Mode, iv.Token, fmtTime(iv.Start), fmtTime(iv.End), iv.Begin, fin)
+	return fmt.Sprintf("client %d on %s held %v token %d from %s to %s (%s #%d .. %s)",
+		iv.Client, iv.Node, iv.Mode, iv.Token, fmtTime(iv.Start), fmtTime(iv.End), iv.beginKind, iv.Begin, fin)
 }
 
 // WriteTo writes the history, one record a line, in call order.
