@@ -45,6 +45,7 @@ type belief struct {
 	sinceOrd int
 	begin    int  // Seq of the record that started the current interval
 	kind     Kind // and its kind
+	exact    bool // mode is the mode granted, not the meet of a pending or unknown conversion
 }
 
 // beliefs follows, as the history is recorded, which locks each client
@@ -54,9 +55,22 @@ type beliefs struct {
 	open   map[beliefKey]*belief
 	closed []Interval
 	gen    int
+	locks  map[beliefKey]int // the latest Acquire of each client and resource, as Seq+1
 }
 
-func newBeliefs() beliefs { return beliefs{open: make(map[beliefKey]*belief)} }
+func newBeliefs() beliefs {
+	return beliefs{open: make(map[beliefKey]*belief), locks: make(map[beliefKey]int)}
+}
+
+// lockCall names the lock r is about: a new one for an Acquire, else the
+// client's latest on the resource.
+func (bs *beliefs) lockCall(r *Record) {
+	k := keyOf(r)
+	if r.Kind == Acquire {
+		bs.locks[k] = r.Seq + 1
+	}
+	r.lock = bs.locks[k]
+}
 
 func keyOf(r *Record) beliefKey { return beliefKey{r.Client, r.Resource} }
 
@@ -79,10 +93,11 @@ func (bs *beliefs) convertCall(r *Record) {
 	if b == nil {
 		return
 	}
-	r.Held, r.From, r.gen = true, b.mode, b.gen
+	r.Held, r.From, r.gen, r.fromExact = true, b.mode, b.gen, b.exact
 	if r.Mode.Valid() {
 		bs.switchTo(b, meet(b.mode, r.Mode), b.token, r.Call, r.callOrd, r.Seq, r.Kind)
 	}
+	b.exact = false // until the conversion returns
 }
 
 // granted opens or updates the belief of the client of r, an Acquire or
@@ -92,6 +107,7 @@ func (bs *beliefs) granted(h *History, r *Record) {
 	b := bs.open[k]
 	if b != nil && r.Kind == Convert && b.gen == r.gen {
 		bs.switchTo(b, r.Granted, r.Token, r.Return, r.retOrd, r.Seq, r.Kind)
+		b.exact = true
 		return
 	}
 	if b != nil {
@@ -105,17 +121,24 @@ func (bs *beliefs) granted(h *History, r *Record) {
 	bs.open[k] = &belief{
 		gen: bs.gen, client: r.Client, node: r.Node, resource: r.Resource,
 		mode: r.Granted, token: r.Token, since: r.Return, sinceOrd: r.retOrd, begin: r.Seq, kind: r.Kind,
+		exact: true,
 	}
 }
 
-// failed restores the mode a failed conversion started from.
+// failed restores the mode a failed conversion started from. If the lock
+// was lost while the conversion was in flight, the failure may only report
+// the loss: the conversion may have taken effect before it, so r is
+// checked as Unknown.
 func (bs *beliefs) failed(r *Record) {
 	if r.Kind != Convert || !r.Held {
 		return
 	}
 	if b := bs.open[keyOf(r)]; b != nil && b.gen == r.gen {
 		bs.switchTo(b, r.From, b.token, r.Return, r.retOrd, r.Seq, r.Kind)
+		b.exact = r.fromExact
+		return
 	}
+	r.lostDuring = true
 }
 
 // end closes the client's belief at r's call (a Release or Lost), noting in

@@ -337,23 +337,8 @@ func (c *checker) lockModels() {
 	}
 	parts := make(map[string]*part)
 	var order []string
-	for i := range c.snap.recs {
-		r := &c.snap.recs[i]
-		var kind Kind
-		switch {
-		case r.Kind == Acquire || r.Kind == Convert:
-			kind = r.Kind
-		case r.Kind == Release && r.Held:
-			kind = Release
-		case r.Kind == Release || (r.Kind == Lost && r.Held):
-			// The lock ended for the client without a checkable
-			// release: a Lost, or an unlock of a lock it no longer
-			// believed it held (its belief already ended). Either
-			// way it frees the lock if held and is never illegal.
-			kind = Lost
-		default:
-			continue
-		}
+	for _, m := range lockHistory(c.snap.recs) {
+		r := m.r
 		p := parts[r.Resource]
 		if p == nil {
 			p = &part{clients: make(map[int]int), exOnly: true}
@@ -368,16 +353,16 @@ func (c *checker) lockModels() {
 		if r.Kind == Convert || (r.Kind == Acquire && (r.Mode != modes.EX || (r.Outcome == OK && r.Granted != modes.EX))) {
 			p.exOnly = false
 		}
-		out := r.Outcome
-		if out == Pending {
-			out = Unknown
+		if m.skip {
+			continue
 		}
 		p.ops = append(p.ops, porcupine.Operation{
 			ClientId: idx,
-			Input:    LockInput{Resource: r.Resource, Client: idx, Kind: kind, Mode: r.Mode},
+			Input: LockInput{Resource: r.Resource, Client: idx, Kind: m.kind, Mode: r.Mode,
+				From: r.From, CheckFrom: m.kind == Convert && r.Held && r.fromExact, Lock: r.lock},
 			Call:     int64(r.Call),
-			Output:   LockOutput{Outcome: out, Mode: r.Granted},
-			Return:   int64(r.Return),
+			Output:   LockOutput{Outcome: m.out, Mode: r.Granted},
+			Return:   int64(m.ret),
 			Metadata: opMeta{seq: r.Seq, text: r.summary()},
 		})
 	}
@@ -415,6 +400,9 @@ func (c *checker) registerModel() {
 		r := &c.snap.recs[i]
 		if r.Kind != Write && r.Kind != Read {
 			continue
+		}
+		if r.Outcome != OK && r.Outcome != Rejected && (r.Kind == Read || r.Outcome == Fail) {
+			continue // no effect in any state: only more work for porcupine
 		}
 		if _, ok := parts[r.Resource]; !ok {
 			order = append(order, r.Resource)
@@ -585,6 +573,10 @@ func (c *checker) file(name string) string {
 		return ""
 	}
 	path := filepath.Join(c.dir, sanitize(c.opts.Name+"-"+name))
+	ext := filepath.Ext(path)
+	for n := 2; slices.Contains(c.res.Files, path); n++ { // resources whose names sanitize alike
+		path = fmt.Sprintf("%s-%d%s", strings.TrimSuffix(path, ext), n, ext)
+	}
 	c.res.Files = append(c.res.Files, path)
 	return path
 }

@@ -331,3 +331,103 @@ func TestCheckWhileRecording(t *testing.T) {
 		t.Error(res)
 	}
 }
+
+// TestCheckConversionFailedByLoss: a down-conversion took effect, a reader
+// came in, then the lock was lost and the conversion reported failure. The
+// failure cannot be trusted to mean "no effect"; had the lock not been
+// lost, it would (and the reader would be a violation).
+func TestCheckConversionFailedByLoss(t *testing.T) {
+	for _, lost := range []bool{true, false} {
+		h, clk := newManual()
+		h.Acquire(1, "n1", "r", modes.CW).Granted(modes.CW, 1)
+		cv := h.Convert(1, "n1", "r", modes.NL)
+		h.Acquire(2, "n2", "r", modes.PR).Granted(modes.PR, 2)
+		clk.at(s)
+		if lost {
+			h.Lost(1, "n1", "r")
+		}
+		cv.Failed(nil)
+		res := Check(h, Options{})
+		if res.OK != lost {
+			t.Errorf("lost=%v: %v", lost, res)
+		}
+		if !lost && failedChecks(res) != CheckOverlap|CheckModesModel {
+			t.Errorf("lost=%v: %v", lost, res)
+		}
+	}
+}
+
+func TestCheckFileNamesDoNotCollide(t *testing.T) {
+	h, _ := newManual()
+	for _, res := range []string{"a/b", "a b"} {
+		h.Acquire(1, "n1", res, modes.EX).Granted(modes.EX, 1)
+		h.Acquire(2, "n2", res, modes.EX).Granted(modes.EX, 2)
+	}
+	res := Check(h, Options{Checks: CheckModesModel, VisualizationDir: t.TempDir(), Name: "x"})
+	if len(res.Violations) != 2 || res.Violations[0].Visualization == res.Violations[1].Visualization {
+		t.Fatal(res)
+	}
+	for _, v := range res.Violations {
+		if _, err := os.Stat(v.Visualization); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCheckVerifiedBehaviours replays verification.md's verified behaviours
+// end to end, through the History and Check.
+func TestCheckVerifiedBehaviours(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		record func(h *History, clk *manualClock)
+		want   Checks // the checks that must fail; 0 for none
+	}{
+		{"normal handoff", func(h *History, clk *manualClock) {
+			h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 1)
+			clk.at(s)
+			h.Release(1, "n1", "r").Released()
+			h.Acquire(2, "n2", "r", modes.EX).Granted(modes.EX, 2)
+		}, 0},
+		{"second grant before release", func(h *History, clk *manualClock) {
+			h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 1)
+			clk.at(s)
+			h.Acquire(2, "n2", "r", modes.EX).Granted(modes.EX, 2)
+			clk.at(2 * s)
+			h.Release(1, "n1", "r").Released()
+		}, CheckOverlap | CheckModesModel | CheckMutexModel},
+		{"later grant after an unknown acquire", func(h *History, clk *manualClock) {
+			h.Acquire(1, "n1", "r", modes.EX).Unknown()
+			clk.at(s)
+			h.Acquire(2, "n2", "r", modes.EX).Granted(modes.EX, 2)
+		}, 0},
+		{"PR+PR+CR then PW after both PR released", func(h *History, clk *manualClock) {
+			h.Acquire(1, "n1", "r", modes.PR).Granted(modes.PR, 1)
+			h.Acquire(2, "n2", "r", modes.PR).Granted(modes.PR, 2)
+			h.Acquire(3, "n3", "r", modes.CR).Granted(modes.CR, 3)
+			clk.at(s)
+			h.Release(1, "n1", "r").Released()
+			h.Release(2, "n2", "r").Released()
+			clk.at(2 * s)
+			h.Acquire(4, "n1", "r", modes.PW).Granted(modes.PW, 4)
+		}, 0},
+		{"PR overlapping EX", func(h *History, clk *manualClock) {
+			h.Acquire(1, "n1", "r", modes.PR).Granted(modes.PR, 1)
+			clk.at(s)
+			h.Acquire(2, "n2", "r", modes.EX).Granted(modes.EX, 2)
+		}, CheckOverlap | CheckModesModel},
+		{"store accepting 33 after 34", func(h *History, clk *manualClock) {
+			h.Write(1, "n1", "k", 34, 1).Accepted()
+			clk.at(s)
+			h.Write(2, "n2", "k", 33, 2).Accepted()
+		}, CheckStore | CheckRegisterModel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, clk := newManual()
+			tc.record(h, clk)
+			res := Check(h, Options{Checks: AllChecks})
+			if got := failedChecks(res); got != tc.want {
+				t.Fatalf("failed %v, want %v:\n%v", got, tc.want, res)
+			}
+		})
+	}
+}

@@ -78,6 +78,35 @@ func isGrant(r *Record) bool {
 // effect first whatever the linearization. Equal times are concurrent.
 func precedes(x, y *Record) bool { return x.Return < y.Call }
 
+// priorHighest returns, for each of rs (operations that returned), the one
+// with the highest token among those that precede it: in real time, or in
+// its own client's program order. A client's operations are sequential even
+// when they share a timestamp, as they often do under a fake clock, so
+// there the order the history recorded them in counts.
+func priorHighest(rs []*Record) (ys, prior []*Record) {
+	ys = sortedBy(rs, callTime)
+	prior = highestBefore(sortedBy(rs, returnTime), ys, precedes)
+	at := make(map[*Record]int, len(ys))
+	for j, y := range ys {
+		at[y] = j
+	}
+	byClient := make(map[int][]*Record)
+	for _, r := range rs {
+		byClient[r.Client] = append(byClient[r.Client], r)
+	}
+	for _, own := range byClient {
+		cys := sortedBy(own, func(r *Record) int64 { return int64(r.callOrd) })
+		cprior := highestBefore(sortedBy(own, func(r *Record) int64 { return int64(r.retOrd) }), cys,
+			func(x, y *Record) bool { return x.retOrd < y.callOrd })
+		for k, y := range cys {
+			if x := cprior[k]; x != nil && (prior[at[y]] == nil || x.Token > prior[at[y]].Token) {
+				prior[at[y]] = x
+			}
+		}
+	}
+	return ys, prior
+}
+
 // byKey groups the records that pass keep by resource, in sorted key order.
 func byKey(recs []Record, keep func(*Record) bool) (keys []string, groups map[string][]*Record) {
 	groups = make(map[string][]*Record)
@@ -140,8 +169,7 @@ func checkTokens(recs []Record) []Violation {
 			}
 			first[g.Token] = g
 		}
-		ys := sortedBy(gs, callTime)
-		prior := highestBefore(sortedBy(gs, returnTime), ys, precedes)
+		ys, prior := priorHighest(gs)
 		for j, y := range ys {
 			if x := prior[j]; x != nil && x.Token > y.Token {
 				out = append(out, Violation{Check: CheckTokens, Resource: res, Records: []Record{*x, *y},
@@ -176,8 +204,7 @@ func checkStore(recs []Record) []Violation {
 				rejected = append(rejected, w)
 			}
 		}
-		ys := sortedBy(accepted, callTime)
-		prior := highestBefore(sortedBy(accepted, returnTime), ys, precedes)
+		ys, prior := priorHighest(accepted)
 		for j, y := range ys {
 			if x := prior[j]; x != nil && x.Token > y.Token {
 				out = append(out, Violation{Check: CheckStore, Resource: key, Records: []Record{*x, *y},

@@ -174,6 +174,14 @@ func TestTokens(t *testing.T) {
 		b.Granted(modes.CR, 5)
 		wantViolations(t, only(CheckTokens, h), 0)
 	})
+	t.Run("a client's own grants at one instant are in order", func(t *testing.T) {
+		h, _ := newManual()
+		h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 7)
+		h.Release(1, "n1", "r").Released()
+		h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 6) // same fake instant
+		h.Acquire(2, "n2", "r", modes.NL).Granted(modes.NL, 5) // another client: concurrent
+		wantViolations(t, only(CheckTokens, h), 1, "token went back from 7 to 6", "client 1 on n1")
+	})
 	t.Run("down-conversion keeps its token, up-conversion needs a new one", func(t *testing.T) {
 		h, clk := newManual()
 		h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 3)
@@ -245,6 +253,13 @@ func TestStore(t *testing.T) {
 		x.Accepted()
 		w.Accepted()
 		wantViolations(t, only(CheckStore, h), 0)
+	})
+	t.Run("a client's own writes at one instant are in order", func(t *testing.T) {
+		h, _ := newManual()
+		h.Write(1, "n1", "k", 9, 1).Accepted()
+		h.Write(1, "n1", "k", 5, 2).Accepted()
+		h.Write(2, "n2", "k", 4, 3).Accepted() // another client: concurrent
+		wantViolations(t, only(CheckStore, h), 1, "stale token 5 after token 9")
 	})
 	t.Run("failed writes are ignored", func(t *testing.T) {
 		h, clk := newManual()

@@ -39,3 +39,12 @@ const (
 	ms = time.Millisecond
 	s  = time.Second
 )
+
+// failedChecks returns the set of checks that reported a violation.
+func failedChecks(res Result) Checks {
+	var c Checks
+	for _, v := range res.Violations {
+		c |= v.Check
+	}
+	return c
+}

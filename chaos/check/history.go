@@ -106,8 +106,18 @@ type Record struct {
 	// ord are the positions of the call and the return in the order the
 	// history saw them, which breaks ties between equal timestamps.
 	callOrd, retOrd int
-	// gen is, for a Convert, the generation of the belief it converts.
-	gen int
+	// gen is, for a Convert, the generation of the belief it converts;
+	// fromExact says that From is the mode the client held, not a guess
+	// left by a conversion of unknown outcome.
+	gen       int
+	fromExact bool
+	// lock identifies the lock a lock operation is about: an Acquire's
+	// own Seq+1, and for later operations of the client on the resource,
+	// that of its latest Acquire.
+	lock int
+	// lostDuring marks a Convert that failed after the lock was lost
+	// while it was in flight: the models take it as Unknown.
+	lostDuring bool
 }
 
 // History records what clients did and saw while a test ran. It is safe for
@@ -228,6 +238,7 @@ func (h *History) Acquire(client int, node, resource string, mode modes.Mode) *O
 		h.misuse("acquire by client %d of %q: invalid mode %v", client, resource, mode)
 	}
 	i := h.begin(Record{Kind: Acquire, Client: client, Node: node, Resource: resource, Mode: mode})
+	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.acquireCall(h, &h.recs[i])
 	return &Op{h: h, i: i}
 }
@@ -244,6 +255,7 @@ func (h *History) Convert(client int, node, resource string, mode modes.Mode) *O
 		h.misuse("convert by client %d of %q: invalid mode %v", client, resource, mode)
 	}
 	i := h.begin(Record{Kind: Convert, Client: client, Node: node, Resource: resource, Mode: mode})
+	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.convertCall(&h.recs[i])
 	return &Op{h: h, i: i}
 }
@@ -257,6 +269,7 @@ func (h *History) Release(client int, node, resource string) *ReleaseOp {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := h.begin(Record{Kind: Release, Client: client, Node: node, Resource: resource})
+	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.end(&h.recs[i], "release")
 	return &ReleaseOp{h: h, i: i}
 }
@@ -272,6 +285,7 @@ func (h *History) Lost(client int, node, resource string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := h.instant(Record{Kind: Lost, Client: client, Node: node, Resource: resource})
+	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.end(&h.recs[i], "lost")
 }
 
@@ -301,6 +315,7 @@ func (h *History) Crash(node string) {
 		i := h.instant(Record{Kind: Lost, Client: b.client, Node: node, Resource: b.resource,
 			Err: "crash of " + node})
 		h.recs[i].Call, h.recs[i].Return = at, at
+		h.beliefs.lockCall(&h.recs[i])
 		h.beliefs.end(&h.recs[i], "crash")
 	}
 }

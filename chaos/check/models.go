@@ -19,6 +19,17 @@ type LockInput struct {
 	Client   int        // 0 <= Client < MaxClients
 	Kind     Kind       // Acquire, Convert, Release or Lost
 	Mode     modes.Mode // Acquire, Convert: the mode requested
+	// From, if CheckFrom, is the mode the client held when it asked for a
+	// Convert. It keeps a client's own operations in order when they
+	// share a timestamp, which porcupine would otherwise treat as
+	// concurrent.
+	From      modes.Mode
+	CheckFrom bool
+	// Lock, if not 0, names the lock (in practice, the acquire that
+	// created it) that a Convert, Release or Lost is about, or that an
+	// Acquire creates. A late operation of unknown outcome then cannot
+	// touch a later lock of the same client.
+	Lock int
 }
 
 // LockOutput is the output of an operation of MutexModel and ModesModel.
@@ -39,8 +50,9 @@ type MutexState int
 //     is free, leads to two states: still free, or held by the client;
 //     when it is held it has no effect.
 //   - Release OK by the holder frees the lock; by anyone else it is
-//     illegal. Release Fail has no effect. Release Unknown by the holder
-//     leads to two states, held or free.
+//     illegal. Release Unknown or Fail by the holder leads to two states,
+//     held or free: an unlock fails when the lock was already lost, which
+//     the history may not show yet.
 //   - Lost (a synthetic release: the lock ended for the client without a
 //     checkable release) frees the lock if the client holds it, and is
 //     never illegal.
@@ -80,14 +92,10 @@ func MutexModel() porcupine.Model {
 					}
 					return []any{s}
 				}
-				switch out.Outcome {
-				case OK:
+				if out.Outcome == OK {
 					return []any{MutexState(-1)}
-				case Fail:
-					return []any{s}
-				default:
-					return []any{s, MutexState(-1)}
 				}
+				return []any{s, MutexState(-1)}
 			}
 			return []any{s}
 		},
@@ -105,15 +113,18 @@ func MutexModel() porcupine.Model {
 }
 
 // ModesState is the state of ModesModel: for each client, 0 when it holds
-// nothing, or 1 + the mode it holds.
-type ModesState [MaxClients]uint8
+// nothing, or 1 + the mode it holds, and the id of the lock it holds.
+type ModesState struct {
+	Modes [MaxClients]uint8
+	Locks [MaxClients]int
+}
 
 // Held returns the mode client holds, and whether it holds one.
 func (s ModesState) Held(client int) (modes.Mode, bool) {
-	if client < 0 || client >= MaxClients || s[client] == 0 {
+	if client < 0 || client >= MaxClients || s.Modes[client] == 0 {
 		return 0, false
 	}
-	return modes.Mode(s[client] - 1), true
+	return modes.Mode(s.Modes[client] - 1), true
 }
 
 // admits reports whether client may hold m alongside every other client.
@@ -121,7 +132,7 @@ func (s ModesState) admits(client int, m modes.Mode) bool {
 	if !m.Valid() {
 		return false
 	}
-	for c, v := range s {
+	for c, v := range s.Modes {
 		if c != client && v != 0 && !modes.Compatible(modes.Mode(v-1), m) {
 			return false
 		}
@@ -129,18 +140,24 @@ func (s ModesState) admits(client int, m modes.Mode) bool {
 	return true
 }
 
-func (s ModesState) with(client int, m modes.Mode, held bool) ModesState {
-	if held {
-		s[client] = uint8(m) + 1
-	} else {
-		s[client] = 0
-	}
+// holds reports whether client holds lock (any lock, if lock is 0).
+func (s ModesState) holds(client, lock int) bool {
+	return s.Modes[client] != 0 && (lock == 0 || s.Locks[client] == lock)
+}
+
+func (s ModesState) with(client int, m modes.Mode, lock int) ModesState {
+	s.Modes[client], s.Locks[client] = uint8(m)+1, lock
+	return s
+}
+
+func (s ModesState) without(client int) ModesState {
+	s.Modes[client], s.Locks[client] = 0, 0
 	return s
 }
 
 func (s ModesState) String() string {
 	var parts []string
-	for c := range s {
+	for c := range s.Modes {
 		if m, ok := s.Held(c); ok {
 			parts = append(parts, fmt.Sprintf("c%d:%v", c, m))
 		}
@@ -155,14 +172,23 @@ func (s ModesState) String() string {
 // resource, extended with model 1's handling of indeterminate outcomes.
 //
 //   - Acquire or Convert OK is legal iff the granted mode is compatible
-//     with the mode of every other client that holds the resource; the
-//     client then holds the granted mode. Fail has no effect. Unknown leads
-//     to two states: unchanged, or (if the requested mode is compatible
-//     with every other holder) the client holding the requested mode.
-//   - Release OK is illegal if the client holds nothing, and otherwise
-//     ends its lock. Fail has no effect; Unknown leads to held or free.
-//   - Lost (synthetic release) ends the client's lock if it holds one and
+//     with the mode of every other client that holds the resource, and
+//     the client holds nothing (Acquire) or holds the lock, in From if
+//     CheckFrom is set (Convert); the client then holds the granted mode.
+//     Fail has no effect. Unknown, when the same conditions hold for the
+//     requested mode, leads to two states: unchanged, or the client
+//     holding the requested mode; otherwise it has no effect.
+//   - Release OK is illegal unless the client holds the lock, and ends
+//     it. Unknown or Fail lead to held or free (an unlock fails when the
+//     lock was already lost).
+//   - Lost (synthetic release) ends the client's lock if it holds it and
 //     is never illegal.
+//
+// "The lock" is the one LockInput.Lock names, or whatever the client holds
+// if Lock is 0. Naming the lock and checking From keep a client's own
+// operations in their real order when porcupine cannot tell it from the
+// timestamps: equal timestamps are concurrent, and an Unknown operation
+// may take effect at any later point.
 //
 // A Client outside 0..MaxClients-1 makes the operation illegal. The model
 // partitions by resource.
@@ -177,46 +203,53 @@ func ModesModel() porcupine.Model {
 			if c < 0 || c >= MaxClients {
 				return nil
 			}
+			cur, held := s.Held(c)
+			mine := s.holds(c, in.Lock)
 			switch in.Kind {
 			case Acquire, Convert:
+				// Whether the client is in a state to make this call:
+				// a new lock needs none held, a conversion needs it.
+				fits := !held
+				lock := in.Lock
+				if in.Kind == Convert {
+					fits = mine && (!in.CheckFrom || cur == in.From)
+					lock = s.Locks[c]
+				}
 				switch out.Outcome {
 				case OK:
-					if s.admits(c, out.Mode) {
-						return []any{s.with(c, out.Mode, true)}
+					if fits && s.admits(c, out.Mode) {
+						return []any{s.with(c, out.Mode, lock)}
 					}
 					return nil
 				case Fail:
 					return []any{s}
 				default:
-					if s.admits(c, in.Mode) {
-						return []any{s, s.with(c, in.Mode, true)}
+					if fits && s.admits(c, in.Mode) {
+						return []any{s, s.with(c, in.Mode, lock)}
 					}
 					return []any{s}
 				}
 			case Release, Lost:
-				if _, held := s.Held(c); !held {
+				if !mine {
 					if in.Kind == Release && out.Outcome == OK {
 						return nil
 					}
 					return []any{s}
 				}
-				switch out.Outcome {
-				case OK:
-					return []any{s.with(c, 0, false)}
-				case Fail:
-					return []any{s}
-				default:
-					return []any{s, s.with(c, 0, false)}
+				if out.Outcome == OK {
+					return []any{s.without(c)}
 				}
+				return []any{s, s.without(c)}
 			}
 			return []any{s}
 		},
 		Hash: func(state any) uint64 {
-			// The modes as base-8 digits, folded FNV-style so that all
-			// MaxClients of them count.
+			// The modes as base-8 digits and the lock ids, folded
+			// FNV-style so that all MaxClients of them count.
+			st := state.(ModesState)
 			h := uint64(14695981039346656037)
-			for _, v := range state.(ModesState) {
-				h = (h ^ uint64(v)) * 1099511628211
+			for c, v := range st.Modes {
+				h = (h ^ uint64(v) ^ uint64(st.Locks[c])<<3) * 1099511628211
 			}
 			return h
 		},

@@ -25,6 +25,22 @@ func lkOn(res string, client int, kind Kind, mode modes.Mode, out Outcome, call,
 	}
 }
 
+// lockOp names the lock an operation is about.
+func lockOp(op porcupine.Operation, lock int) porcupine.Operation {
+	in := op.Input.(LockInput)
+	in.Lock = lock
+	op.Input = in
+	return op
+}
+
+// fromOp sets the mode a conversion starts from.
+func fromOp(op porcupine.Operation, from modes.Mode) porcupine.Operation {
+	in := op.Input.(LockInput)
+	in.From, in.CheckFrom = from, true
+	op.Input = in
+	return op
+}
+
 func wr(key string, token uint64, value int64, out Outcome, call, ret int64) porcupine.Operation {
 	return porcupine.Operation{
 		Input:  RegisterInput{Key: key, Kind: Write, Token: token, Value: value},
@@ -101,11 +117,11 @@ func TestMutexModel(t *testing.T) {
 			lk(0, Release, X, OK, 20, 30),
 			lk(1, Release, X, Fail, 31, 32),
 		}, porcupine.Ok},
-		{"failed release keeps the lock held", []porcupine.Operation{
+		{"failed release may have found the lock lost", []porcupine.Operation{
 			lk(0, Acquire, X, OK, 0, 10),
 			lk(0, Release, X, Fail, 20, 30),
 			lk(1, Acquire, X, OK, 40, 50),
-		}, porcupine.Illegal},
+		}, porcupine.Ok},
 		{"unknown release may have freed it", []porcupine.Operation{
 			lk(0, Acquire, X, OK, 0, 10),
 			lk(0, Release, X, Unknown, 20, inf),
@@ -194,6 +210,41 @@ func TestModesModel(t *testing.T) {
 			lk(0, Acquire, modes.PW, OK, 0, 1),
 			lk(0, Lost, 0, OK, 5, 5),
 			lk(1, Acquire, modes.EX, OK, 5, 6),
+		}, porcupine.Ok},
+		{"acquire while holding", []porcupine.Operation{
+			lk(0, Acquire, modes.CR, OK, 0, 1),
+			lk(0, Acquire, modes.CR, OK, 2, 3),
+		}, porcupine.Illegal},
+		{"convert of nothing", []porcupine.Operation{
+			lk(0, Convert, modes.CR, OK, 0, 1),
+		}, porcupine.Illegal},
+		{"a client's operations at one instant keep their order", []porcupine.Operation{
+			// Without From, porcupine could place the convert to CR
+			// first and leave client 0 in NL.
+			lk(0, Acquire, modes.NL, OK, 0, 0),
+			fromOp(lk(0, Convert, modes.NL, OK, 0, 0), modes.NL),
+			fromOp(lk(0, Convert, modes.CR, OK, 0, 0), modes.NL),
+			lk(1, Acquire, modes.EX, OK, 1, 1),
+		}, porcupine.Illegal},
+		{"without From the same history passes", []porcupine.Operation{
+			lk(0, Acquire, modes.NL, OK, 0, 0),
+			lk(0, Convert, modes.NL, OK, 0, 0),
+			lk(0, Convert, modes.CR, OK, 0, 0),
+			lk(1, Acquire, modes.EX, OK, 1, 1),
+		}, porcupine.Ok},
+		{"a late unknown release cannot end a later lock", []porcupine.Operation{
+			lockOp(lk(0, Acquire, modes.EX, OK, 0, 0), 1),
+			lockOp(lk(0, Release, 0, Unknown, 0, inf), 1),
+			lockOp(lk(0, Lost, 0, OK, 0, 0), 1), // clean-up of lock 1
+			lockOp(lk(0, Acquire, modes.EX, OK, 0, 0), 2),
+			lk(1, Acquire, modes.EX, OK, 1, 1),
+		}, porcupine.Illegal},
+		{"without lock ids it could", []porcupine.Operation{
+			lk(0, Acquire, modes.EX, OK, 0, 0),
+			lk(0, Release, 0, Unknown, 0, inf),
+			lk(0, Lost, 0, OK, 0, 0),
+			lk(0, Acquire, modes.EX, OK, 0, 0),
+			lk(1, Acquire, modes.EX, OK, 1, 1),
 		}, porcupine.Ok},
 		{"client out of range", []porcupine.Operation{
 			lk(MaxClients, Acquire, modes.CR, OK, 0, 1),
@@ -311,11 +362,12 @@ func toEvents(ops []porcupine.Operation) []porcupine.Event {
 func TestModesStateHashAgreesWithEqual(t *testing.T) {
 	m := ModesModel()
 	var a, b ModesState
-	a[3], b[3] = uint8(modes.PR)+1, uint8(modes.PR)+1
+	a = a.with(3, modes.PR, 7)
+	b = b.with(3, modes.PR, 7)
 	if m.Hash([]any{a}) != m.Hash([]any{b}) {
 		t.Fatal("equal states hash differently")
 	}
-	b[31] = 1
+	b = b.with(31, modes.NL, 0)
 	if m.Hash([]any{a}) == m.Hash([]any{b}) {
 		t.Fatal("the last client does not count in the hash")
 	}
