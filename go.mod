@@ -3,6 +3,7 @@ module github.com/seed-a6839e30/dlm
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/go-redsync/redsync/v4 v4.18.1
