@@ -3,7 +3,9 @@ package dlm
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -70,6 +72,9 @@ func startMemOf(t testing.TB, n, k int, mut func(*Config)) *cluster {
 }
 
 func (c *cluster) memConfig(cfg *Config, mn *memnet.Node) {
+	if os.Getenv("DLM_TEST_LOG") != "" { // DLM_TEST_LOG=1 go test -v -run X: the nodes' logs
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
 	cfg.Members = c.names
 	cfg.Streams = mn.StreamLayer()
 	cfg.GossipTransport = mn.Transport()

@@ -72,9 +72,23 @@
 // requests with ErrLimit and count them in dlm_limit_rejections_total, so a
 // flood of requests costs errors, not memory.
 //
-// # What this package does not do yet
+// # Membership changes and failures
 //
-// A membership change (a node leaving or joining after Start) does not yet
-// remaster resources or rebuild their locks; that is the recovery package's
-// job.
+// The recovery package agrees views (membership epochs) and keeps each
+// node's quorum lease; this package carries out each view's recovery
+// (recovery.go): suspend, report every lock to its master in the new view,
+// rebuild every table from the reports, resume. A request whose master
+// cannot be reached waits (within its context) and is sent again, or is
+// carried by the next recovery; a lost connection asks for a recovery, since
+// messages on it may have been lost. A node that loses its lease stops
+// granting, fails its waiting requests (ErrNoQuorum) and reports its locks
+// lost; a removed node's locks go to others only after the lock-delay. See
+// the recovery package for the protocol, the timing and what it assumes.
+//
+// Fencing tokens are time-based at the top (tokenFloor): milliseconds since
+// 2000 in the high 44 bits, a per-table counter in the low 20. Every table
+// starts above the floor of the moment it is made, so tokens keep
+// increasing across any number of recoveries and across a restart of the
+// whole cluster, provided wall clocks agree to better than a recovery's
+// lock-delay (over a second). No data directory is needed.
 package dlm

@@ -156,6 +156,7 @@ func (n *Node) startLinks() error {
 	lc := transport.DefaultConfig()
 	lc.Name, lc.ClusterID, lc.BootID = n.cfg.Name, n.cfg.ClusterID, n.bootID
 	lc.StreamLayer, lc.Handler = streams, n.handle
+	lc.OnLinkDown = n.onLinkDown
 	lc.Logger, lc.Registerer = n.log, n.cfg.Registerer
 	lc.Limits.MaxLVB = max(lc.Limits.MaxLVB, n.maxLVB())
 	links, err := transport.New(lc)
@@ -165,6 +166,17 @@ func (n *Node) startLinks() error {
 	}
 	n.links = links
 	return nil
+}
+
+// onLinkDown: a connection to a peer broke, and lock messages on it (a
+// grant, an unlock) may be lost with nothing to say so. A recovery rebuilds
+// every table from what holders know, so ask for one. It runs on the
+// transport's goroutine and must not block.
+func (n *Node) onLinkDown(peer string, err error) {
+	if n.rec != nil && !n.closed.Load() {
+		n.log.Info("link to a peer went down; asking for a resync", "peer", peer, "err", err)
+		n.rec.RequestResync()
+	}
 }
 
 // maxLVB is the largest value block any configured lockspace allows.

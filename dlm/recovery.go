@@ -378,14 +378,36 @@ func (n *Node) deliverReports(ctx context.Context, msgs []routed) error {
 			n.acceptReport(n.self.name, r.msg)
 			continue
 		}
-		g.Go(func() error {
-			if _, err := n.links.Call(ctx, r.to, r.msg); err != nil {
-				return fmt.Errorf("report to %s: %w", r.to, err)
-			}
-			return nil
-		})
+		g.Go(func() error { return n.callUntilAcked(ctx, r) })
 	}
 	return g.Wait()
+}
+
+// callUntilAcked sends one report until it is acknowledged. A member of the
+// view may be briefly unreachable (its link is reconnecting after it
+// restarted): keep trying; if it is really gone, membership changes, a newer
+// view ends ctx, and this recovery with it.
+func (n *Node) callUntilAcked(ctx context.Context, r routed) error {
+	wait := 10 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := n.links.Call(cctx, r.to, r.msg)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("report to %s: %w", r.to, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("report to %s: %w", r.to, err)
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
 }
 
 // onReport takes a LockReport or MasterReport from another node.

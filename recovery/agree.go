@@ -25,6 +25,7 @@ import (
 // coordinate runs on the coordinator loop: propose a view when the members
 // differ from the committed view, and drive the current recovery's barrier.
 func (m *Manager) coordinate() {
+	m.askResync()
 	m.mu.Lock()
 	if !m.isCoordinatorLocked() || m.proposing || time.Now().Before(m.retryAfter) {
 		m.mu.Unlock()
@@ -38,7 +39,7 @@ func (m *Manager) coordinate() {
 	case m.committed.Epoch == 0 && len(desired) < len(m.cfg.Members) && time.Since(m.quorumSince) < m.cfg.Settle:
 		m.mu.Unlock() // first view: give the rest a moment to come up
 		return
-	case sameMembers(desired, m.committed.Members) && !m.evicted:
+	case sameMembers(desired, m.committed.Members) && !m.evicted && m.committed.Epoch > m.forceAfter:
 		m.mu.Unlock()
 		m.driveBarrier()
 		return
@@ -52,6 +53,23 @@ func (m *Manager) coordinate() {
 		defer m.wg.Done()
 		m.propose(epoch, prev, desired)
 	}()
+}
+
+// phaseResync, in a RecoveryStatus, asks the coordinator for a new epoch.
+const phaseResync = wire.MaxPhase
+
+// askResync passes a pending resync request to the view's coordinator (or
+// takes it, if this node coordinates), until a newer view commits.
+func (m *Manager) askResync() {
+	m.mu.Lock()
+	if m.resyncAfter == 0 || m.committed.Epoch > m.resyncAfter {
+		m.resyncAfter = 0
+		m.mu.Unlock()
+		return
+	}
+	v := m.committed
+	m.mu.Unlock()
+	m.sendStatus(v.Coordinator, &wire.RecoveryStatus{Epoch: v.Epoch, Phase: phaseResync})
 }
 
 // isCoordinatorLocked: this node is the lowest-named member of the

@@ -76,7 +76,9 @@ type Manager struct {
 	leaseTimer  *time.Timer
 	ackGiven    map[Member]time.Time // last heartbeat this node acked, per member
 	servedOnce  bool
-	stats       Stats // the latest recovery completed here
+	stats       Stats  // the latest recovery completed here
+	resyncAfter uint64 // a resync is wanted: a view newer than this epoch
+	forceAfter  uint64 // coordinator: propose even with the same members while committed ≤ this
 
 	served chan struct{} // closed once the node first serves
 	stop   chan struct{}
@@ -208,6 +210,20 @@ func (m *Manager) MemberGone(name string) {
 func (m *Manager) noteQuorumLocked() {
 	if m.quorumSince.IsZero() && len(m.alive) >= m.cfg.Quorum() {
 		m.quorumSince = time.Now()
+	}
+}
+
+// RequestResync asks for a new epoch even if the members stay the same:
+// call it when a connection to a peer broke, since lock messages on it may
+// have been lost. The new view's recovery rebuilds every lock table from
+// what holders know, which is always right. Requests are merged: one new
+// epoch serves every request made before it.
+func (m *Manager) RequestResync() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.committed.Epoch != 0 && m.resyncAfter < m.committed.Epoch {
+		m.resyncAfter = m.committed.Epoch
+		m.met.resyncs.Inc()
 	}
 }
 

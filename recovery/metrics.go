@@ -8,6 +8,7 @@ type metrics struct {
 	recoveries prometheus.Counter
 	evictions  prometheus.Counter
 	proposals  *prometheus.CounterVec
+	resyncs    prometheus.Counter
 	phase      *prometheus.HistogramVec
 	all        []prometheus.Collector
 }
@@ -22,13 +23,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "dlm_recoveries_total", Help: "Recoveries started (one per committed view)."}),
 		evictions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dlm_evictions_total", Help: "Times this node found itself left out of a view and dropped its lock state."}),
+		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dlm_resyncs_requested_total", Help: "Recoveries asked for because a connection to a peer broke."}),
 		proposals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dlm_view_proposals_total", Help: "View proposals this node made, by outcome."}, []string{"outcome"}),
 		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "dlm_recovery_phase_seconds", Help: "Duration of recovery phases (report includes the lock-delay).",
 			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12)}, []string{"phase"}),
 	}
-	m.all = []prometheus.Collector{m.epoch, m.quorum, m.recoveries, m.evictions, m.proposals, m.phase}
+	m.all = []prometheus.Collector{m.epoch, m.quorum, m.recoveries, m.evictions, m.proposals, m.resyncs, m.phase}
 	if reg != nil {
 		for _, c := range m.all {
 			if err := reg.Register(c); err != nil {

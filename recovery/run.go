@@ -158,8 +158,8 @@ func (m *Manager) barrierWait(r *recoveryRun, phase uint8) bool {
 	st := &wire.RecoveryStatus{Epoch: r.view.Epoch, Phase: phase}
 	t := time.NewTicker(m.cfg.StatusInterval)
 	defer t.Stop()
+	m.sendStatus(r.view.Coordinator, st)
 	for {
-		m.sendStatus(r.view.Coordinator, st)
 		select {
 		case got := <-r.phase:
 			if got >= phase {
@@ -168,7 +168,10 @@ func (m *Manager) barrierWait(r *recoveryRun, phase uint8) bool {
 				}
 				return true
 			}
+			// An older phase: the others are not there yet. Repeat only on
+			// the ticker, or status and answer would chase each other.
 		case <-t.C:
+			m.sendStatus(r.view.Coordinator, st)
 		case <-r.ctx.Done():
 			return false
 		}
@@ -198,6 +201,13 @@ func (r *recoveryRun) offer(phase uint8) {
 // every member has reached it, order the next.
 func (m *Manager) onStatus(from Member, st *wire.RecoveryStatus) {
 	m.mu.Lock()
+	if st.Phase == phaseResync {
+		if st.Epoch == m.committed.Epoch && m.committed.Coordinator == m.self.Name {
+			m.forceAfter = max(m.forceAfter, st.Epoch)
+		}
+		m.mu.Unlock()
+		return
+	}
 	b := &m.barrier
 	if st.Epoch != b.epoch || m.committed.Epoch != st.Epoch || m.committed.Coordinator != m.self.Name || !m.committed.Has(from) {
 		m.mu.Unlock()
@@ -206,22 +216,23 @@ func (m *Manager) onStatus(from Member, st *wire.RecoveryStatus) {
 	if st.Phase > b.statuses[from.Name] {
 		b.statuses[from.Name] = st.Phase
 	}
+	reached := false
 	if b.sent < st.Phase && m.allAtLocked(st.Phase) {
-		b.sent = st.Phase
+		b.sent, reached = st.Phase, true
 	}
 	sent, members := b.sent, m.committed.Members
 	m.mu.Unlock()
-	if sent == 0 {
-		return
+	if sent < st.Phase {
+		return // the member is ahead of the others: it waits for them
 	}
 	ph := &wire.RecoveryPhase{Epoch: st.Epoch, Phase: sent}
-	if sent == st.Phase { // just reached: tell everyone
+	if sent == st.Phase && reached {
 		for _, mem := range members {
 			m.sendPhase(mem.Name, ph)
 		}
 		return
 	}
-	m.sendPhase(from.Name, ph) // a repeat: answer the one who asked
+	m.sendPhase(from.Name, ph) // a repeat from one that missed the order
 }
 
 func (m *Manager) allAtLocked(phase uint8) bool {

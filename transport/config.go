@@ -52,6 +52,12 @@ type Config struct {
 	// a peer that vanished without closing (power loss, partition). Must be
 	// at least twice HeartbeatInterval. Default 3 s.
 	IdleTimeout time.Duration
+	// OnLinkDown, if set, is called when an established connection to a
+	// peer goes down: messages sent on it may not have arrived (those still
+	// in the write buffer are dropped). It runs on the peer's manager
+	// goroutine and must not block. A protocol that needs every message
+	// (dlm's) resynchronises with the peer then.
+	OnLinkDown func(peer string, err error)
 	// Backoff spaces reconnection attempts to an unreachable peer.
 	Backoff Backoff
 	// Seed seeds the backoff jitter. 0 means derive it from BootID.

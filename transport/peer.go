@@ -410,6 +410,7 @@ func (p *peer) up(c net.Conn, hello *wire.Hello) error {
 // pending calls fail, because their requests or replies may be lost.
 func (p *peer) down(err error) {
 	p.mu.Lock()
+	wasUp := p.conn != nil
 	if p.conn != nil {
 		_ = p.conn.Close()
 		p.conn, p.raw = nil, nil
@@ -427,6 +428,9 @@ func (p *peer) down(err error) {
 		p.upCh, p.upClosed = make(chan struct{}), false
 	}
 	p.mu.Unlock()
+	if wasUp && p.ctx.Err() == nil && p.l.cfg.OnLinkDown != nil {
+		p.l.cfg.OnLinkDown(p.name, err)
+	}
 	lost := ErrConnLost
 	if cause := context.Cause(p.ctx); cause != nil {
 		lost = cause
