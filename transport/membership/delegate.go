@@ -17,6 +17,7 @@ type delegate struct {
 	q         *queue
 	log       *slog.Logger
 	met       *metrics
+	live      *liveSet
 }
 
 var (
@@ -56,7 +57,9 @@ func (d *delegate) push(kind EventKind, n *memberlist.Node) {
 	if n.Name == d.self {
 		return
 	}
-	d.q.push(copyNode(kind, n))
+	r := copyNode(kind, n)
+	d.live.apply(r)
+	d.q.push(r)
 }
 
 // NotifyAlive implements memberlist.AliveDelegate: a node whose meta does

@@ -3,7 +3,9 @@ package membership
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/memberlist"
@@ -133,4 +135,41 @@ func (t *tracker) translate(r rawEvent, meta Meta) Event {
 		t.boots[r.name] = meta.BootID
 	}
 	return ev
+}
+
+// liveSet is the set of members memberlist last reported alive, copied in
+// its event callbacks (which run under memberlist's node lock, so each copy
+// is consistent). A member whose meta does not decode is left out: it could
+// not have been admitted.
+type liveSet struct {
+	mu sync.Mutex
+	m  map[string]Member
+}
+
+func newLiveSet() *liveSet { return &liveSet{m: map[string]Member{}} }
+
+func (l *liveSet) apply(r rawEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.kind == Leave {
+		delete(l.m, r.name)
+		return
+	}
+	meta, err := DecodeMeta(r.meta)
+	if err != nil {
+		delete(l.m, r.name)
+		return
+	}
+	l.m[r.name] = Member{Name: r.name, GossipAddr: r.addr, Meta: meta}
+}
+
+func (l *liveSet) members() []Member {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Member, 0, len(l.m))
+	for _, mem := range l.m {
+		out = append(out, mem)
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

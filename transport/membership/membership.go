@@ -22,6 +22,7 @@ type Membership struct {
 	met   *metrics
 	ml    *memberlist.Memberlist
 	q     *queue
+	live  *liveSet
 	local Member
 
 	stop      chan struct{}
@@ -49,8 +50,8 @@ func Start(cfg Config) (*Membership, error) {
 		return nil, err
 	}
 	meta := Meta{Version: cfg.ProtocolVersion, BootID: cfg.BootID, ClusterID: cfg.ClusterID, LinkAddr: cfg.LinkAddr}
-	m := &Membership{cfg: cfg, log: log, met: met, q: newQueue(), stop: make(chan struct{})}
-	d := &delegate{meta: meta.Encode(), clusterID: cfg.ClusterID, self: cfg.Name, q: m.q, log: log, met: met}
+	m := &Membership{cfg: cfg, log: log, met: met, q: newQueue(), live: newLiveSet(), stop: make(chan struct{})}
+	d := &delegate{meta: meta.Encode(), clusterID: cfg.ClusterID, self: cfg.Name, q: m.q, log: log, met: met, live: m.live}
 	m.ml, err = memberlist.Create(cfg.memberlistConfig(d))
 	if err != nil {
 		return nil, fmt.Errorf("membership: %w", err)
@@ -82,23 +83,10 @@ func (m *Membership) Local() Member { return m.local }
 
 // Members returns the live members other than this node (alive or
 // suspected: memberlist has not declared them dead), with their decoded
-// meta. A member whose meta does not decode is left out (it could
-// not have been admitted; this only guards against a race with a refusal).
-func (m *Membership) Members() []Member {
-	nodes := m.ml.Members()
-	out := make([]Member, 0, len(nodes))
-	for _, n := range nodes {
-		if n.Name == m.cfg.Name || n.State == memberlist.StateDead || n.State == memberlist.StateLeft {
-			continue
-		}
-		meta, err := DecodeMeta(n.Meta)
-		if err != nil {
-			continue
-		}
-		out = append(out, Member{Name: n.Name, GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))), Meta: meta})
-	}
-	return out
-}
+// meta. The list is kept from memberlist's event callbacks rather than read
+// from memberlist.Members, whose nodes memberlist keeps changing in place
+// after it returns them (reading their fields races with its packet handler).
+func (m *Membership) Members() []Member { return m.live.members() }
 
 // Close leaves the cluster (peers see a Leave at once instead of waiting for
 // the failure detector), shuts memberlist down and stops the event and
