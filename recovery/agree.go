@@ -170,7 +170,16 @@ func (m *Manager) onPropose(from Member, to transport.ReplyTo, p *wire.Propose) 
 
 // promise decides on a proposal. A node that finds it missed views drops
 // its lock state before promising.
-func (m *Manager) promise(_ Member, p *wire.Propose) *wire.Promise {
+//
+// A node refuses a proposer that is behind its committed view unless the
+// proposer is a member of that view (which only lost the commit). A
+// node that was partitioned away still holds the old view, in which it may
+// be the coordinator, and its memberlist may still report dead the nodes it
+// could not reach; without this rule, the first node to hear it after the
+// heal would agree a view that evicts healthy members. Refused, it learns
+// from heartbeat acks that it was left out, stops coordinating, and the
+// coordinator of the current view adds it back.
+func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 	v := View{Epoch: p.Epoch, Coordinator: p.Coordinator, Members: fromWire(p.Members)}
 	m.mu.Lock()
 	m.highest = max(m.highest, p.Epoch)
@@ -180,6 +189,8 @@ func (m *Manager) promise(_ Member, p *wire.Propose) *wire.Promise {
 		reason = "epoch not above what this node promised or committed"
 	case !v.Has(m.self):
 		reason = "this node (this boot) is not a member of the proposal"
+	case p.PrevEpoch < m.committed.Epoch && !m.evicted && !m.committed.Has(from):
+		reason = "the proposer is behind and not a member of this node's view"
 	}
 	evicted := false
 	if reason == "" {

@@ -278,9 +278,35 @@ func TestZombieDropsStateBeforePromising(t *testing.T) {
 		m, _ := New(cfg, fakeLinks{c.net, "b"}, h)
 		m.committed = View{Epoch: 2, Members: []Member{{"a", 1}, {"b", 7}, {"c", 3}}}
 		all := []wire.ViewMember{{Name: "a", BootID: 1}, {Name: "b", BootID: 7}, {Name: "c", BootID: 3}}
-		pr := m.promise(Member{}, &wire.Propose{Epoch: 9, PrevEpoch: 8, Coordinator: "a", Members: all})
+		pr := m.promise(Member{"a", 1}, &wire.Propose{Epoch: 9, PrevEpoch: 8, Coordinator: "a", Members: all})
 		if !pr.OK || h.evicted != 1 {
 			t.Fatalf("promise %+v, evictions %d", pr, h.evicted)
+		}
+	})
+}
+
+// A proposer that missed views this node is in, and is not a member of
+// them, is refused: it is back from a partition with a stale view and stale
+// failure reports, and would evict healthy members. A member of the view
+// that only missed its commit is heard.
+func TestStaleProposerIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, []string{"a", "b", "c"}, nil, nil)
+		defer c.close()
+		h := &fakeHost{}
+		cfg := DefaultConfig()
+		cfg.Name, cfg.BootID, cfg.Members = "b", 7, []string{"a", "b", "c"}
+		m, _ := New(cfg, fakeLinks{c.net, "b"}, h)
+		m.committed = View{Epoch: 2, Coordinator: "b", Members: []Member{{"b", 7}, {"c", 3}}}
+		ab := []wire.ViewMember{{Name: "a", BootID: 1}, {Name: "b", BootID: 7}}
+		pr := m.promise(Member{"a", 1}, &wire.Propose{Epoch: 5, PrevEpoch: 1, Coordinator: "a", Members: ab})
+		if pr.OK || m.promised != 0 || h.evicted != 0 {
+			t.Fatalf("stale proposer: promise %+v, promised %d, evictions %d", pr, m.promised, h.evicted)
+		}
+		bc := []wire.ViewMember{{Name: "b", BootID: 7}, {Name: "c", BootID: 3}}
+		pr = m.promise(Member{"c", 3}, &wire.Propose{Epoch: 6, PrevEpoch: 1, Coordinator: "c", Members: bc})
+		if !pr.OK || m.promised != 6 || h.evicted != 0 {
+			t.Fatalf("member behind on commits: promise %+v, promised %d, evictions %d", pr, m.promised, h.evicted)
 		}
 	})
 }
