@@ -73,7 +73,7 @@ func (m *Manager) askResync() {
 }
 
 // isCoordinatorLocked: this node is the lowest-named member of the
-// committed view that it sees up (before the first view: of every node it
+// committed view that it sees up, in the boot of the view (before the first view: of every node it
 // sees up). A node that is out of the view, or was evicted, never
 // coordinates: its membership may be stale from a partition, and a view it
 // proposed could leave healthy nodes out. The view's coordinator adds it.
@@ -81,8 +81,10 @@ func (m *Manager) isCoordinatorLocked() bool {
 	if m.evicted || (m.committed.Epoch != 0 && !m.committed.Has(m.self)) {
 		return false
 	}
-	for name := range m.alive {
-		if name < m.self.Name && (m.committed.Epoch == 0 || m.committed.HasName(name)) {
+	for name, boot := range m.alive {
+		// A lower-named node defers this one only if it runs the boot of the
+		// view: a restarted node has no view and would be refused.
+		if name < m.self.Name && (m.committed.Epoch == 0 || m.committed.Has(Member{name, boot})) {
 			return false
 		}
 	}

@@ -40,12 +40,6 @@ func (v View) Has(m Member) bool {
 	return ok && v.Members[i].BootID == m.BootID
 }
 
-// HasName reports whether any boot of the named node is in the view.
-func (v View) HasName(name string) bool {
-	_, ok := slices.BinarySearchFunc(v.Members, name, func(a Member, name string) int { return cmp.Compare(a.Name, name) })
-	return ok
-}
-
 // Removed returns the members of prev that are not in v (a restarted node's
 // old boot among them).
 func Removed(prev, v View) []Member {
