@@ -45,7 +45,7 @@ func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
 	fs.DurationVar(&c.ttl, "ttl", 100*time.Millisecond, "TTL of the coupon lock (the seed's 100 ms)")
 	fs.IntVar(&c.workers, "workers", 64, "concurrent requests each client server handles")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object instead of the summary")
-	fs.DurationVar(&c.killAt, "kill-node-at", 0, "halt the node mastering the coupon lock this long into the run, as if it crashed; its clients stop with it (0: no)")
+	fs.DurationVar(&c.killAt, "kill-node-at", 0, "halt the node mastering the coupon lock this long into the run, as if it crashed; its clients stop with it (0: no). At the default rate the coupons sell out within tens of milliseconds: halt it earlier, or lower --rate, to halt it mid-sale")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: dlmnode demo [flags]
 
@@ -100,8 +100,13 @@ type report struct {
 	P999ms        float64 `json:"p999_ms"`
 	MaxMs         float64 `json:"max_ms"`
 	DurationS     float64 `json:"duration_s"`
+	SoldOutAtS    float64 `json:"sold_out_at_s,omitempty"`
 	KilledNode    string  `json:"killed_node,omitempty"`
 	KilledAtS     float64 `json:"killed_at_s,omitempty"`
+	// RecoveredAfterS is how long after the halt a lock request made after
+	// it was first granted: failure detection, recovery and lock-delay, end
+	// to end. Absent if no request took the lock after the halt.
+	RecoveredAfterS float64 `json:"recovered_after_s,omitempty"`
 }
 
 func demoMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -140,6 +145,8 @@ type store struct {
 	issued    int64
 	highest   uint64
 	stale     int64
+	start     time.Time
+	soldOutAt time.Duration // when the last coupon went; 0 while any is left
 }
 
 func (s *store) left() int {
@@ -163,6 +170,9 @@ func (s *store) issue(token uint64) (ok, stale bool) {
 	}
 	s.remaining--
 	s.issued++
+	if s.remaining == 0 {
+		s.soldOutAt = time.Since(s.start)
+	}
 	return true, false
 }
 
@@ -181,6 +191,8 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 	var requests, soldOut, errs, acquired atomic.Int64
 	lat := newLatencies(cfg.rate, cfg.duration)
 	dead := make([]atomic.Bool, len(nodes))
+	var killedAt, recoveredAt atomic.Int64 // nanoseconds since start; 0: not yet
+	var start time.Time
 	handle := func(ls *dlm.Lockspace, scheduled time.Time) {
 		node := nodeIndex(lss, ls)
 		if dead[node].Load() {
@@ -191,6 +203,7 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 			soldOut.Add(1)
 			return
 		}
+		began := time.Since(start)
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second) // outlasts a recovery
 		lk, err := ls.Lock(lctx, eventLock, modes.EX, dlm.WithTTL(cfg.ttl))
 		cancel()
@@ -201,12 +214,18 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 			return
 		}
 		acquired.Add(1)
+		if k := killedAt.Load(); k != 0 && int64(began) > k {
+			recoveredAt.CompareAndSwap(0, int64(time.Since(start)))
+		}
 		if ok, stale := st.issue(lk.Token()); !ok && !stale {
 			soldOut.Add(1)
 		}
 		_ = lk.Unlock()
 	}
-	start := time.Now()
+	start = time.Now()
+	st.mu.Lock()
+	st.start = start
+	st.mu.Unlock()
 	stopProgress := progress(stderr, cfg, start, &requests, st)
 	var killed string
 	if cfg.killAt > 0 {
@@ -214,6 +233,7 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 		killed = nodes[victim].Name()
 		t := time.AfterFunc(cfg.killAt, func() {
 			dead[victim].Store(true)
+			killedAt.Store(int64(time.Since(start)))
 			nodes[victim].Halt()
 		})
 		defer t.Stop()
@@ -239,8 +259,14 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 		DurationS:     elapsed.Seconds(),
 		KilledNode:    killed,
 	}
+	st.mu.Lock()
+	r.SoldOutAtS = st.soldOutAt.Seconds()
+	st.mu.Unlock()
 	if killed != "" {
-		r.KilledAtS = cfg.killAt.Seconds()
+		r.KilledAtS = time.Duration(killedAt.Load()).Seconds()
+		if rec := recoveredAt.Load(); rec != 0 {
+			r.RecoveredAfterS = time.Duration(rec - killedAt.Load()).Seconds()
+		}
 	}
 	r.P50ms, r.P99ms, r.P999ms, r.MaxMs = lat.quantile(0.50), lat.quantile(0.99), lat.quantile(0.999), lat.quantile(1)
 	return r, ctx.Err()
@@ -332,7 +358,16 @@ func printSummary(w io.Writer, r report) {
 		verdict = "PROBLEM: issued count differs from the coupons on offer"
 	}
 	if r.KilledNode != "" {
-		fmt.Fprintf(w, "\n%s (master of the coupon lock) was halted %.1fs into the run\n", r.KilledNode, r.KilledAtS)
+		fmt.Fprintf(w, "\n%s (master of the coupon lock) was halted %.3fs into the run\n", r.KilledNode, r.KilledAtS)
+		switch {
+		case r.RecoveredAfterS > 0:
+			fmt.Fprintf(w, "the coupon lock was granted again %.3fs after the halt (detection, recovery and lock-delay)\n", r.RecoveredAfterS)
+		case r.SoldOutAtS > 0 && r.SoldOutAtS < r.KilledAtS:
+			fmt.Fprintf(w, "the coupons had sold out before the halt, so no request needed the lock after it\n")
+		}
+	}
+	if r.SoldOutAtS > 0 {
+		fmt.Fprintf(w, "the last coupon went %.3fs into the run\n", r.SoldOutAtS)
 	}
 	fmt.Fprintf(w, `
 coupon scenario: %d nodes, %d client servers, %d requests/s offered for %.1fs

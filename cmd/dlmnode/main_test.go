@@ -57,3 +57,31 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoKillNodeMidSale halts the coupon lock's master while coupons are
+// still being issued (a slow rate makes the sale outlast the kill): its
+// clients stop with it, the others wait out the recovery, and every coupon
+// is still issued exactly once.
+func TestDemoKillNodeMidSale(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"demo", "--json", "--rate", "400", "--duration", "4s", "--coupons", "1000", "--workers", "4", "--kill-node-at", "300ms"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	if r.KilledNode == "" || r.KilledAtS <= 0 {
+		t.Fatalf("no node was halted: %+v", r)
+	}
+	if r.Overissued != 0 || r.Issued > int64(r.Coupons) {
+		t.Fatalf("over-issue after a halt: %+v", r)
+	}
+	if r.RecoveredAfterS <= 0 {
+		t.Fatalf("no lock was granted after the halt: %+v", r)
+	}
+	if r.Issued == 0 || r.SoldOutAtS != 0 && r.SoldOutAtS < r.KilledAtS {
+		t.Fatalf("the halt did not come mid-sale: %+v", r)
+	}
+}
