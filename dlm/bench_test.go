@@ -207,3 +207,38 @@ func benchRecovery(b *testing.B, locks int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// BenchmarkFailoverTCP measures, on 3 nodes over loopback TCP with the
+// default timing, how long after a node holding an EX lock is halted (as a
+// crash would: no leave, its sockets cut) a waiter on another node is
+// granted that lock: failure detection, the new view, recovery and the
+// lock-delay, end to end. The holder's node masters nothing relevant: the
+// resource is mastered by the third node, so this is the holder-death path
+// (a master death adds remastering, which BenchmarkRecovery measures).
+func BenchmarkFailoverTCP(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		c := startTCP(b, 3, nil)
+		res := c.resourceOn(2, "failover")
+		mustLock(b, c.ls[0], res, modes.EX)
+		got := make(chan error, 1)
+		go func() {
+			lk, err := c.ls[1].Lock(context.Background(), res, modes.EX)
+			if err == nil {
+				err = lk.Unlock()
+			}
+			got <- err
+		}()
+		c.settle(c.queued(res, 1))
+		start := time.Now()
+		b.StartTimer()
+		c.nodes[0].Halt()
+		c.nodes[0] = nil
+		if err := <-got; err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		b.ReportMetric(time.Since(start).Seconds(), "s/failover")
+		c.close()
+	}
+}
