@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -454,6 +455,8 @@ func (p *peer) serve(c net.Conn, fr *frameReader) error {
 	for err == nil {
 		select {
 		case <-p.wake:
+			// Let the other runnable senders add to the batch first.
+			runtime.Gosched()
 			err = p.flush(c, &spare)
 		case <-tick.C:
 			p.queuePing()
