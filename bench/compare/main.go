@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,7 @@ type options struct {
 	reference string
 	logLevel  string
 	tmpDir    string
+	cpuProf   string
 	ready     time.Duration
 	wl        workload.Config
 }
@@ -67,6 +69,7 @@ func parse(args []string, stderr io.Writer) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.ready, "ready-timeout", lockbench.DefaultEnv().ReadyTimeout, "how long to wait for a system's servers to serve")
 	fs.StringVar(&o.tmpDir, "tmpdir", "", "parent of the servers' temporary directories (default: the OS's)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "harness log level on stderr: debug, info, warn, error")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the harness process (clients, and the dlm nodes it embeds) to this file")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -118,6 +121,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.cpuProf != "" {
+		stopProf, err := startCPUProfile(o.cpuProf)
+		if err != nil {
+			fmt.Fprintf(stderr, "compare: %v\n", err)
+			return 2
+		}
+		defer stopProf()
+	}
 	h := newHarness(o, fs, stderr)
 	go func() {
 		<-ctx.Done()
@@ -129,6 +140,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code = max(code, 1)
 	}
 	return code
+}
+
+// startCPUProfile starts profiling into path; the returned func stops it.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // selection resolves --systems and --workload.
