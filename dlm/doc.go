@@ -91,4 +91,17 @@
 // increasing across any number of recoveries and across a restart of the
 // whole cluster, provided wall clocks agree to better than a recovery's
 // lock-delay (over a second). No data directory is needed.
+//
+// # Metrics
+//
+// A node registers its metrics with Config.Registerer (none if nil): its
+// own (dlm_requests_total by operation, mode and result; dlm_lock_seconds,
+// the time to a grant by mode and by whether the master was local;
+// dlm_blocking_notifications_total; dlm_limit_rejections_total by limit;
+// dlm_locks_lost_total; dlm_client_locks; dlm_mastered_resources and
+// dlm_mastered_locks per lockspace; dlm_recovery_locks_rebuilt_total and
+// dlm_recovery_locks_purged_total), the recovery package's (dlm_epoch,
+// dlm_quorum, dlm_recoveries_total, dlm_recovery_phase_seconds by phase,
+// dlm_evictions_total, dlm_view_proposals_total, dlm_resyncs_requested_total)
+// and the transport's (dlm_transport_* and dlm_membership_*).
 package dlm

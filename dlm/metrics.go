@@ -62,6 +62,8 @@ type metrics struct {
 	blocking prometheus.Counter
 	limits   *prometheus.CounterVec
 	lost     prometheus.Counter
+	rebuilt  prometheus.Counter // locks restored from reports in recoveries
+	purged   prometheus.Counter // locks of removed nodes dropped in recoveries
 	collect  []prometheus.Collector
 }
 
@@ -83,6 +85,12 @@ func newMetrics(n *Node) (*metrics, error) {
 	m.lost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dlm_locks_lost_total", Help: "Locks this node held that were lost (TTL, master release, node close).",
 	})
+	m.rebuilt = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_recovery_locks_rebuilt_total", Help: "Locks this node restored, as a new master, from the survivors' reports.",
+	})
+	m.purged = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_recovery_locks_purged_total", Help: "Locks of nodes removed from the view that this node, as a new master, found in an old master's snapshot and dropped.",
+	})
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "dlm_client_locks", Help: "Locks this node holds or waits for.",
 	}, func() float64 { return float64(n.nlocks.Load()) })
@@ -98,7 +106,7 @@ func newMetrics(n *Node) (*metrics, error) {
 		m.wait[0][md] = wait.WithLabelValues(md.String(), "local")
 		m.wait[1][md] = wait.WithLabelValues(md.String(), "remote")
 	}
-	m.collect = []prometheus.Collector{req, wait, m.blocking, m.limits, m.lost, held, mastered}
+	m.collect = []prometheus.Collector{req, wait, m.blocking, m.limits, m.lost, m.rebuilt, m.purged, held, mastered}
 	if reg := n.cfg.Registerer; reg != nil {
 		for _, c := range m.collect {
 			if err := reg.Register(c); err != nil {

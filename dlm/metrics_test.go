@@ -178,3 +178,54 @@ func TestInvalidRequests(t *testing.T) {
 		}
 	})
 }
+
+// TestRecoveryMetrics: a node holding a lock others wait for is killed; the
+// survivors count the recovery, its phases, the lock rebuilt (the waiter's)
+// and the lock purged (the dead holder's, known from the old master's
+// snapshot).
+func TestRecoveryMetrics(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
+		i := 0
+		c := startMem(t, 3, func(cfg *Config) {
+			cfg.Registerer = regs[i]
+			i++
+		})
+		defer c.close()
+		res := c.resourceOn(1, "recmet")
+		mustLock(t, c.ls[2], res, modes.EX)
+		got := make(chan *Lock, 1)
+		go func() { got <- mustLock(t, c.ls[0], res, modes.EX) }()
+		c.settle(c.queued(res, 1))
+		c.kill(2)
+		lk := <-got
+		sum := func(name string, labels map[string]string) float64 {
+			total := 0.0
+			for _, reg := range regs[:2] {
+				if v := metricValue(t, reg, name, labels); v > 0 {
+					total += v
+				}
+			}
+			return total
+		}
+		if v := metricValue(t, regs[0], "dlm_epoch", nil); v < 2 {
+			t.Errorf("dlm_epoch = %v, want at least 2", v)
+		}
+		if v := metricValue(t, regs[0], "dlm_quorum", nil); v != 1 {
+			t.Errorf("dlm_quorum = %v, want 1", v)
+		}
+		if v := metricValue(t, regs[0], "dlm_recoveries_total", nil); v < 2 {
+			t.Errorf("dlm_recoveries_total = %v, want at least 2", v)
+		}
+		if v := metricValue(t, regs[0], "dlm_recovery_phase_seconds", map[string]string{"phase": "rebuild"}); v < 2 {
+			t.Errorf("rebuild phases observed = %v, want at least 2", v)
+		}
+		if v := sum("dlm_recovery_locks_rebuilt_total", nil); v < 1 {
+			t.Errorf("locks rebuilt = %v, want at least the waiter's", v)
+		}
+		if v := sum("dlm_recovery_locks_purged_total", nil); v != 1 {
+			t.Errorf("locks purged = %v, want the dead holder's one", v)
+		}
+		mustUnlock(t, lk)
+	})
+}

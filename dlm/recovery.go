@@ -523,6 +523,15 @@ func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v recovery.View) {
 		}
 		return cmp.Compare(a.Lock.ID, b.Lock.ID)
 	})
+	purged := 0
+	for _, mi := range sp.masters {
+		for _, id := range mi.order {
+			if !members[id.Node] {
+				purged++
+			}
+		}
+	}
+	ls.node.met.purged.Add(float64(purged))
 	for locks := sp.locks; len(locks) > 0; {
 		n := 1
 		for n < len(locks) && locks[n].Resource == locks[0].Resource {
@@ -560,11 +569,15 @@ func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, m
 	sh := ls.shardOf(resourceHash(ls.seed, name))
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	restored := 0
 	for _, l := range locks {
 		if err := sh.table.Restore(l); err != nil {
 			ls.node.log.Error("recovery: a reported lock could not be restored", "resource", name, "lock", l.Lock, "err", err)
+			continue
 		}
+		restored++
 	}
+	ls.node.met.rebuilt.Add(float64(restored))
 	if mi == nil || mi.lvb == nil {
 		return
 	}
