@@ -20,6 +20,17 @@
 // drops lock messages of older epochs (the senders' recovery reports say
 // whatever they still hold or wait for).
 //
+// Two rules keep a node that was cut off from disrupting the others when it
+// comes back. Its memberlist may still report dead the nodes it could not
+// reach, and in its stale view it may be the coordinator. So a node refuses
+// a proposal whose previous epoch is older than its own committed view
+// unless the proposer (with its boot) is a member of that view (a member
+// that only missed a commit); and a node defers the coordinator role only
+// to a lower-named node that runs the boot recorded in the view, so a
+// restarted node, whose proposals the others refuse, does not stall the
+// view. The refused node learns from heartbeat acknowledgements that it
+// was left out and the current view's coordinator adds it back.
+//
 // A node that finds views were agreed without it (a peer in a newer view
 // says it is not a member, or a proposal's previous epoch is newer than its
 // own and it did not promise it) is a zombie: it drops all lock state
