@@ -3,15 +3,14 @@ package dlm
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seed-a6839e30/dlm/internal/pingpong"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -23,46 +22,9 @@ func benchCluster(b *testing.B, mut func(*Config)) *cluster {
 	return c
 }
 
-// BenchmarkTCPPingPong is the floor a remote lock is measured against: a
-// plain Go TCP ping-pong of a 64-byte message over loopback, one connection.
-func BenchmarkTCPPingPong(b *testing.B) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
-		for {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return
-			}
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	buf := make([]byte, 64)
-	b.ResetTimer()
-	for range b.N {
-		if _, err := c.Write(buf); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+// BenchmarkTCPPingPong is the floor the round trips here are measured
+// against, run in the same invocation: a plain TCP ping-pong over loopback.
+func BenchmarkTCPPingPong(b *testing.B) { pingpong.Bench(b) }
 
 // BenchmarkLocalLockUnlock: lock and unlock (EX) of a resource this node
 // masters: no encoding, no network, no extra goroutine.

@@ -2,13 +2,12 @@ package transport_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/internal/pingpong"
 	"github.com/seed-a6839e30/dlm/modes"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
@@ -22,49 +21,9 @@ func benchLockRequest(lock uint64) *wire.LockRequest {
 	return &wire.LockRequest{Epoch: 42, Lockspace: "fs1", Resource: "inode/1234567", Lock: lock, Owner: 77, Mode: modes.PR, Timeout: int64(5 * time.Second)}
 }
 
-// BenchmarkTCPPingPong is the floor: a 64-byte message and its echo over
-// one loopback TCP connection, no framing, no goroutine handoffs.
-func BenchmarkTCPPingPong(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
-		for {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return
-			}
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	msg, buf := make([]byte, 64), make([]byte, 64)
-	for b.Loop() {
-		if _, err := c.Write(msg); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-	_ = c.Close()
-	wg.Wait()
-}
+// BenchmarkTCPPingPong is the floor the round trips here are measured
+// against, run in the same invocation: a plain TCP ping-pong over loopback.
+func BenchmarkTCPPingPong(b *testing.B) { pingpong.Bench(b) }
 
 // benchPair starts two Links over loopback TCP; b answers every lock request
 // with a granted Completion.
