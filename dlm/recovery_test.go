@@ -257,3 +257,38 @@ func TestRecoveryBigResource(t *testing.T) {
 		mustUnlock(t, w)
 	})
 }
+
+// TestTokensIncreaseAcrossWholeClusterRestart: no state survives a restart
+// of every node, yet a resource's tokens keep increasing, because every
+// table starts above the time-based floor of the moment it is made.
+func TestTokensIncreaseAcrossWholeClusterRestart(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		var last uint64
+		for run := range 3 {
+			c := startMem(t, 3, nil)
+			for i := range 50 {
+				lk := mustLock(t, c.ls[i%3], "restarted", modes.EX)
+				if lk.Token() <= last {
+					c.close()
+					t.Fatalf("run %d: token %d after %d", run, lk.Token(), last)
+				}
+				last = lk.Token()
+				mustUnlock(t, lk)
+			}
+			c.close() // every node goes; nothing is kept
+		}
+	})
+}
+
+func TestTokenFloorFollowsTheClock(t *testing.T) {
+	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	if a, b := tokenFloor(base), tokenFloor(base.Add(time.Millisecond)); b-a != 1<<20 {
+		t.Fatalf("one millisecond moves the floor by %d, want 2^20", b-a)
+	}
+	if tokenFloor(time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC)) != 0 {
+		t.Fatal("a clock before 2000 must give the zero floor")
+	}
+	if f := tokenFloor(time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)); f>>20 == 0 || f < tokenFloor(base) {
+		t.Fatal("the floor must keep growing for centuries")
+	}
+}
