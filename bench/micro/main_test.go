@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,8 +149,11 @@ func TestShellJoin(t *testing.T) {
 }
 
 // fakeGo writes a go command that answers go env from gomod and go test by
-// printing dir/<package>.txt (./transport/wire/ -> _transport_wire_.txt) and
-// exiting with the status in <package>.exit, if any. It records each call.
+// printing dir/<package>.txt (./transport/wire/ -> _transport_wire_.txt),
+// then, if <package>.sleep exists, starting a child that sleeps (as go test
+// starts a test binary) and waiting for it, and exiting with the status in
+// <package>.exit, if any. It records each call, and the child's pid in
+// dir/child.
 func fakeGo(t *testing.T, dir string) string {
 	t.Helper()
 	if runtime.GOOS == "windows" {
@@ -165,6 +169,7 @@ echo "$*" >> '` + dir + `/calls'
 for a; do last=$a; done
 f='` + dir + `'/$(printf %s "$last" | tr -d . | tr / _)
 [ -f "$f.txt" ] && cat "$f.txt"
+if [ -f "$f.sleep" ]; then sleep 60 & echo $! > '` + dir + `/child'; wait; fi
 [ -f "$f.exit" ] && exit "$(cat "$f.exit")"
 exit 0
 `
@@ -270,14 +275,47 @@ func TestNotInModule(t *testing.T) {
 	}
 }
 
+// waitForChild returns the pid of the fake go test's child once it runs.
+func waitForChild(t *testing.T, dir string) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(dir, "child"))
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return pid
+		}
+	}
+	t.Fatal("the fake go test did not start its child")
+	return 0
+}
+
+// waitGone fails unless pid exits soon. A zombie counts as gone: reaping
+// the orphan is up to whichever process adopted it.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if _, after, ok := strings.Cut(string(b), ") "); ok && strings.HasPrefix(after, "Z") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatal("go test's child outlived the cancel")
+		}
+	}
+}
+
 // Cancelling stops go test and what it started: the whole process group.
 func TestRunnerCancelStopsTheGroup(t *testing.T) {
 	dir := t.TempDir()
 	goBin := fakeGo(t, dir)
-	// The fake go test starts a child, as go test starts the test binary.
-	script := "#!/bin/sh\nif [ \"$1\" = env ]; then printf '%s\\ngo1.99.0\\n' '" + filepath.Join(dir, "go.mod") + "'; exit 0; fi\n" +
-		"sleep 60 &\necho $! > '" + dir + "/child'\nprintf 'BenchmarkA-2   \\t'\nwait\n"
-	if err := os.WriteFile(goBin, []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "_x_.txt"), []byte("BenchmarkA-2   \t"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "_x_.sleep"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var progressOut bytes.Buffer
@@ -292,31 +330,59 @@ func TestRunnerCancelStopsTheGroup(t *testing.T) {
 		_, _, err := r.run(ctx, "[1/1] ./x/", command{Dir: "x", Args: []string{"test", "./x/"}}, 1)
 		done <- err
 	}()
-	var child int
-	for deadline := time.Now().Add(10 * time.Second); child == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join(dir, "child"))
-		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
-	if child == 0 {
-		t.Fatal("the fake go test did not start its child")
-	}
+	child := waitForChild(t, dir)
 	cancel()
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not return after cancel")
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if err := syscall.Kill(child, 0); errors.Is(err, syscall.ESRCH) {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(child, syscall.SIGKILL)
-			t.Fatal("go test's child outlived the cancel")
-		}
-	}
+	waitGone(t, child)
 	if !strings.Contains(progressOut.String(), "[1/1] ./x/ BenchmarkA-2 run 1/1…") {
 		t.Errorf("no status line for the running benchmark: %q", progressOut.String())
+	}
+}
+
+// Ctrl-C stops the run, kills go test's group, and still prints the summary
+// of what had finished, with exit status 130.
+func TestInterruptPrintsWhatRan(t *testing.T) {
+	dir := t.TempDir()
+	goBin := fakeGo(t, dir)
+	splitSample(t, "sample.txt", dir)
+	if err := os.WriteFile(filepath.Join(dir, "_transport_.sleep"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runWith(env{goBin: goBin, now: time.Now}, []string{"--packages", "master,transport,dlm"}, &stdout, &stderr)
+	}()
+	// The child runs only once runWith is past signal.NotifyContext, so the
+	// signal cannot reach the default handler and end the test binary.
+	child := waitForChild(t, dir)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after SIGINT")
+	}
+	waitGone(t, child)
+	if code != 130 {
+		t.Errorf("exit %d, want 130", code)
+	}
+	calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+	if strings.Contains(string(calls), "./dlm/") {
+		t.Errorf("the package after the interrupted one ran:\n%s", calls)
+	}
+	// What the interrupted go test printed before the signal still counts.
+	for _, want := range []string{"231.4", "ratio LinkRoundTrip / TCPPingPong     × ns/op             2.282", "problem: interrupted",
+		"not in the output: ./dlm/ BenchmarkTCPPingPong, ./dlm/ BenchmarkLocalLockUnlock"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
 	}
 }
 
