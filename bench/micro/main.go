@@ -155,6 +155,9 @@ func runWith(e env, args []string, stdout, stderr io.Writer) int {
 		Count:     o.count,
 		Benchtime: o.benchtime,
 	}
+	if o.slow {
+		rep.SlowBenchtime = o.slowBenchtime
+	}
 	if goVersion != "" {
 		rep.Machine.GoVersion = goVersion
 	}

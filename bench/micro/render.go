@@ -23,6 +23,9 @@ type Report struct {
 	LoadEnd   string       `json:"load_average_end,omitempty"`
 	Count     int          `json:"count"`
 	Benchtime string       `json:"benchtime"`
+	// SlowBenchtime is the -benchtime of the --slow benchmarks, "" without
+	// --slow.
+	SlowBenchtime string `json:"slow_benchtime,omitempty"`
 	// Commands are the go test invocations, as run from the module root.
 	Commands   []string       `json:"commands"`
 	Benchmarks []BenchSummary `json:"benchmarks"`
@@ -136,7 +139,7 @@ func WriteText(w io.Writer, r *Report) error {
 	if r.LoadStart != "" {
 		fmt.Fprintf(&b, "; load average %s at start, %s at end", r.LoadStart, orDash(r.LoadEnd))
 	}
-	fmt.Fprintf(&b, "\n%d run(s) of each benchmark, -benchtime %s; median, min – max of the runs\n\n", r.Count, r.Benchtime)
+	fmt.Fprintf(&b, "\n%d run(s) of each benchmark, -benchtime %s%s; median, min – max of the runs\n\n", r.Count, r.Benchtime, slowNote(r))
 	table := [][]string{{"benchmark", "unit", "median", "min – max", "runs", "target", "met"}}
 	last := ""
 	for _, x := range rows(r) {
@@ -221,6 +224,13 @@ func notes(r *Report) string {
 	return ""
 }
 
+func slowNote(r *Report) string {
+	if r.SlowBenchtime == "" {
+		return ""
+	}
+	return " (the slow ones " + r.SlowBenchtime + ")"
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "—"
@@ -250,7 +260,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	if r.LoadStart != "" {
 		fmt.Fprintf(&b, "- Load average (1, 5, 15 min): %s at start, %s at end\n", r.LoadStart, orDash(r.LoadEnd))
 	}
-	fmt.Fprintf(&b, "- Runs: %d of each benchmark, `-benchtime %s`\n", r.Count, r.Benchtime)
+	fmt.Fprintf(&b, "- Runs: %d of each benchmark, `-benchtime %s`%s\n", r.Count, r.Benchtime, slowNote(r))
 	b.WriteString("\nCommands, from the module root. Each package is one go test run, so a ratio divides figures of the same run:\n\n```sh\n")
 	for _, c := range r.Commands {
 		b.WriteString(c + "\n")

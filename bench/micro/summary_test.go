@@ -272,6 +272,7 @@ func TestWritersBroken(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := testReport(t, "broken.txt", sel)
+	r.SlowBenchtime = "1x"
 	status := map[string]string{}
 	for _, b := range r.Benchmarks {
 		status[b.Package+" "+b.Name] = b.Status
