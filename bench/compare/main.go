@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/bench/host"
 	"github.com/seed-a6839e30/dlm/bench/lockbench"
 	"github.com/seed-a6839e30/dlm/bench/report"
 	"github.com/seed-a6839e30/dlm/bench/systems"
@@ -185,12 +186,12 @@ func newHarness(o *options, fs *flag.FlagSet, stderr io.Writer) *harness {
 	h := &harness{
 		o:        o,
 		logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-		progress: newProgress(stderr, isTerminal(stderr)),
+		progress: newProgress(stderr, host.IsTerminal(stderr)),
 	}
 	h.rep = report.Report{
 		Command: commandLine(fs),
 		Started: time.Now(),
-		Machine: machine(),
+		Machine: host.Describe(),
 		Flags:   flagValues(fs),
 	}
 	h.o.wl.Logger = h.logger
@@ -343,14 +344,4 @@ func flagValues(fs *flag.FlagSet) map[string]string {
 	m := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { m[f.Name] = f.Value.String() })
 	return m
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

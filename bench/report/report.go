@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/bench/host"
 	"github.com/seed-a6839e30/dlm/bench/lockbench"
 	"github.com/seed-a6839e30/dlm/bench/workload"
 )
@@ -29,30 +30,9 @@ type Report struct {
 	Ratios    []Ratio `json:"ratios,omitempty"`
 }
 
-// Machine describes where the run happened.
-type Machine struct {
-	OS        string `json:"os"`
-	Arch      string `json:"arch"`
-	CPUs      int    `json:"cpus"`
-	CPUModel  string `json:"cpu_model,omitempty"`
-	Kernel    string `json:"kernel,omitempty"`
-	GoVersion string `json:"go_version"`
-	MemoryMB  int    `json:"memory_mb,omitempty"`
-}
-
-func (m Machine) String() string {
-	s := fmt.Sprintf("%s/%s, %d CPUs", m.OS, m.Arch, m.CPUs)
-	if m.CPUModel != "" {
-		s += " (" + m.CPUModel + ")"
-	}
-	if m.MemoryMB > 0 {
-		s += fmt.Sprintf(", %d MB", m.MemoryMB)
-	}
-	if m.Kernel != "" {
-		s += ", Linux " + m.Kernel
-	}
-	return s + ", " + m.GoVersion
-}
+// Machine describes where the run happened. It lives in package host, which
+// bench/micro shares without pulling in the comparison harness.
+type Machine = host.Machine
 
 // Skipped records a system that could not run, and why.
 type Skipped struct {

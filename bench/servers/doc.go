@@ -7,7 +7,9 @@
 // case, may fork; signalling the group is the only way to be sure nothing
 // outlives the harness. On Linux each child also gets PR_SET_PDEATHSIG, so a
 // harness killed with SIGKILL (which runs no deferred teardown) still takes
-// its servers with it.
+// its servers with it. SysProcAttr and SignalGroup are exported so that other
+// harness commands (bench/micro, which runs go test and its test binary) put
+// their children in a group the same way.
 //
 // Ports are chosen by binding 127.0.0.1:0 and closing the listener. Another
 // process could take the port in between; the readiness probe then fails and

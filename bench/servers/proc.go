@@ -63,7 +63,7 @@ func Start(spec Spec, logger *slog.Logger) (*Proc, error) {
 	cmd.Dir = spec.Dir
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("servers: start %s: %w", spec.Name, err)
@@ -93,16 +93,16 @@ func (p *Proc) Done() <-chan struct{} { return p.done }
 // sends SIGKILL and waits for the reaper. It is idempotent.
 func (p *Proc) Stop(grace time.Duration) {
 	p.stopOnce.Do(func() {
-		signalGroup(p.Pid(), false)
+		SignalGroup(p.Pid(), false)
 		select {
 		case <-p.done:
 		case <-time.After(grace):
 			p.logger.Info("server ignored SIGTERM; killing its group", "name", p.spec.Name, "grace", grace)
-			signalGroup(p.Pid(), true)
+			SignalGroup(p.Pid(), true)
 			<-p.done
 		}
 		// The leader is gone; kill stragglers it may have left in its group.
-		signalGroup(p.Pid(), true)
+		SignalGroup(p.Pid(), true)
 	})
 }
 

@@ -4,14 +4,14 @@ package servers
 
 import "syscall"
 
-// sysProcAttr puts the child in its own process group and asks the kernel to
+// SysProcAttr puts the child in its own process group and asks the kernel to
 // SIGKILL it if the harness dies without running its teardown.
-func sysProcAttr() *syscall.SysProcAttr {
+func SysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-// signalGroup signals the process group led by pid.
-func signalGroup(pid int, kill bool) {
+// SignalGroup signals the process group led by pid.
+func SignalGroup(pid int, kill bool) {
 	sig := syscall.SIGTERM
 	if kill {
 		sig = syscall.SIGKILL

@@ -4,13 +4,13 @@ package servers
 
 import "syscall"
 
-// sysProcAttr puts the child in its own process group.
-func sysProcAttr() *syscall.SysProcAttr {
+// SysProcAttr puts the child in its own process group.
+func SysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
-// signalGroup signals the process group led by pid.
-func signalGroup(pid int, kill bool) {
+// SignalGroup signals the process group led by pid.
+func SignalGroup(pid int, kill bool) {
 	sig := syscall.SIGTERM
 	if kill {
 		sig = syscall.SIGKILL
