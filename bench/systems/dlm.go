@@ -27,6 +27,10 @@ type DLMConfig struct {
 	Nodes int
 	// Lockspace is the lockspace every client uses.
 	Lockspace string
+	// Node, if not nil, adjusts each node's configuration after the
+	// defaults are set (tests lengthen the quorum lease, so that a machine
+	// starved by parallel test runs does not cost a node its quorum).
+	Node func(*dlm.Config)
 }
 
 // DefaultDLMConfig returns 3 nodes and lockspace "bench".
@@ -81,7 +85,11 @@ func (d *DLM) Info() lockbench.Info {
 func (d *DLM) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.env.ReadyTimeout)
 	defer cancel()
-	c, err := localcluster.Start(ctx, d.cfg.Nodes, nil)
+	var configure func(int, *dlm.Config)
+	if d.cfg.Node != nil {
+		configure = func(_ int, cfg *dlm.Config) { d.cfg.Node(cfg) }
+	}
+	c, err := localcluster.Start(ctx, d.cfg.Nodes, configure)
 	if err != nil {
 		return err
 	}
