@@ -169,7 +169,7 @@ func (t *Table) Convert(c Convert) (Result, error) {
 	if r.convDeadlock(l) {
 		if c.Flags&ConvDeadlock == 0 {
 			l.rq = from
-			return Result{}, fmt.Errorf("%w: %v %v->%v on %q", ErrDeadlock, c.Lock, from, c.Mode, r.name)
+			return Result{}, fmt.Errorf("%w: conversion %v %v->%v on %q", ErrDeadlock, c.Lock, from, c.Mode, r.name)
 		}
 		t.demote(r, l)
 		demoted = true

@@ -356,7 +356,7 @@ func (t *Table) breakConversionDeadlocks(r *resource) {
 		next := r.convert.next(l)
 		for c := r.convert.front(); c != l; c = r.convert.next(c) {
 			if !modes.Compatible(l.mode, c.rq) {
-				t.emitFailed(r, l, ErrDeadlock)
+				t.emitFailed(r, l, fmt.Errorf("%w: conversion %v %v->%v on %q, after recovery", ErrDeadlock, l.key(), l.mode, l.rq, r.name))
 				r.unlink(l)
 				l.rq = l.mode
 				r.setGranted(l, l.mode)
