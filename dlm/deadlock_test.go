@@ -757,3 +757,25 @@ func TestDeadlockMetrics(t *testing.T) {
 		}
 	})
 }
+
+// An owner that asks again for a resource it holds (not Reentrant) waits
+// for itself: a cycle of one, broken like any other.
+func TestDeadlockOwnerWaitsForItself(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := deadlockCluster(t, 3, testDeadlockWait, nil)
+		defer c.close()
+		res := c.resourceOn(1, "self")
+		o := c.ls[0].NewOwner()
+		held := mustOwnerLock(t, o, res, modes.EX)
+		start := time.Now()
+		_, err := o.Lock(bg, res, modes.PR)
+		if !errors.Is(err, ErrDeadlock) || !strings.Contains(err.Error(), "1 party") {
+			t.Fatalf("second lock: %v", err)
+		}
+		t.Logf("after %v: %v", time.Since(start), err)
+		if held.Mode() != modes.EX {
+			t.Fatalf("held lock in %v", held.Mode())
+		}
+		mustUnlock(t, held)
+	})
+}
