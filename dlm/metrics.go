@@ -69,13 +69,14 @@ type metrics struct {
 	requests [opCount][modes.Count][resCount]prometheus.Counter
 	wait     [2][modes.Count]prometheus.Observer // [remote][mode]: time to a granted lock
 	blocking prometheus.Counter
+	limits   *prometheus.CounterVec
+	lost     prometheus.Counter
+	collect  []prometheus.Collector
+
 	// deadlocks counts the deadlocks this node broke as a master, by kind:
 	// a conversion deadlock on one resource, or a cycle across resources
 	// (the request failed on this node's table).
 	deadlocks [deadlockKinds]prometheus.Counter
-	limits    *prometheus.CounterVec
-	lost      prometheus.Counter
-	collect   []prometheus.Collector
 }
 
 func newMetrics(n *Node) (*metrics, error) {
