@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +95,9 @@ func pending(ch <-chan lockResult) bool {
 // cycleDeadlocks sums dlm_deadlocks_total{kind="cycle"} over the nodes.
 func (c *cluster) cycleDeadlocks() (n float64) {
 	for _, nd := range c.nodes {
+		if nd == nil {
+			continue
+		}
 		var m dto.Metric
 		if err := nd.met.deadlocks[deadlockCycle].Write(&m); err != nil {
 			c.t.Fatal(err)
@@ -104,7 +109,7 @@ func (c *cluster) cycleDeadlocks() (n float64) {
 
 func (c *cluster) detectorStats() deadlockStats {
 	for _, nd := range c.nodes {
-		if detectorOf(nd.view.Load()) == nd.Name() {
+		if nd != nil && detectorOf(nd.view.Load()) == nd.Name() {
 			return nd.deadlocks.snapshot()
 		}
 	}
@@ -520,9 +525,14 @@ func TestDeadlockDetectionDisabled(t *testing.T) {
 // blocked), takes every table's wait-for edges, and checks that the
 // victim's request is on a cycle of that global graph: the cycle the
 // detector confirmed still stands, as a deadlock does until it is broken.
-// No owner may time out: every deadlock must be found.
+// No owner may time out: every deadlock must be found. DLM_DEADLOCK_SEEDS
+// runs more seeds than the default six.
 func TestDeadlockRandomized(t *testing.T) {
-	for seed := range int64(6) {
+	seeds := int64(6)
+	if s, err := strconv.ParseInt(os.Getenv("DLM_DEADLOCK_SEEDS"), 10, 64); err == nil && s > 0 {
+		seeds = s
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
 			synctestRun(t, func(t *testing.T) { randomDeadlocks(t, seed) })
 		})
@@ -777,5 +787,49 @@ func TestDeadlockOwnerWaitsForItself(t *testing.T) {
 			t.Fatalf("held lock in %v", held.Mode())
 		}
 		mustUnlock(t, held)
+	})
+}
+
+// A view change in the middle: the detector (the lowest-named member) dies
+// after the cycle formed and before it was found. The new view's detector
+// starts over from the new epoch's reports, and the restored requests' waits
+// are timed from the rebuild: one victim, DeadlockWait after the recovery.
+func TestDeadlockDetectorDiesMidway(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := deadlockCluster(t, 5, testDeadlockWait, nil)
+		defer c.close()
+		if detectorOf(c.nodes[0].view.Load()) != c.nodes[0].Name() {
+			t.Fatal("node 0 is not the detector")
+		}
+		rA, rB := c.resourceOn(1, "dd-a"), c.resourceOn(2, "dd-b")
+		oA, oB := c.ls[1].NewOwner(), c.ls[2].NewOwner()
+		hA, hB := mustOwnerLock(t, oA, rA, modes.EX), mustOwnerLock(t, oB, rB, modes.EX)
+		wA, wB := lockAsync(bg, oA, rB, modes.EX), lockAsync(bg, oB, rA, modes.EX)
+		c.settle(func() bool { return c.queued(rA, 1)() && c.queued(rB, 1)() })
+		formed := time.Now()
+		time.Sleep(testDeadlockWait / 2)
+		c.kill(0)
+		took := c.waitView(4, 10*time.Second)
+		rebuilt := time.Now()
+		i, r := firstOf(testDeadlockWait+deadlockSlack, wA, wB)
+		if i < 0 || !errors.Is(r.err, ErrDeadlock) {
+			t.Fatalf("first outcome: %d %v", i, r.err)
+		}
+		t.Logf("view change took %v; victim %v after the cycle formed, %v after the new view", took, r.at.Sub(formed), r.at.Sub(rebuilt))
+		if r.at.Sub(rebuilt) < testDeadlockWait-testDeadlockWait/4 {
+			t.Fatalf("victim %v after the rebuild: the waits were not timed from it", r.at.Sub(rebuilt))
+		}
+		time.Sleep(2 * deadlockSlack)
+		other := []<-chan lockResult{wA, wB}[1-i]
+		if !pending(other) || c.cycleDeadlocks() != 1 {
+			t.Fatalf("the other request ended, or %v cycles counted", c.cycleDeadlocks())
+		}
+		mustUnlock(t, []*Lock{hA, hB}[i])
+		got := <-other
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		mustUnlock(t, got.lk)
+		mustUnlock(t, []*Lock{hA, hB}[1-i])
 	})
 }
