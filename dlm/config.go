@@ -72,6 +72,25 @@ type Config struct {
 	// earlier, so it stops before any master could release the lock.
 	ClockDrift float64
 
+	// DeadlockWait is how long a request must have waited before deadlock
+	// detection across resources and nodes looks at it (VMS's
+	// DEADLOCK_WAIT): every node reports the wait-for edges of requests
+	// that have waited that long to the detector, which fails one request
+	// of each cycle it confirms (ErrDeadlock). A cycle is broken about
+	// DeadlockWait plus one or two report intervals (DeadlockWait/4, at
+	// least TickInterval) after it formed. Shorter finds deadlocks sooner
+	// and costs more reports while locks are contended. Zero turns the
+	// detection off; conversion deadlocks on one resource are still found
+	// at once. See the package documentation.
+	DeadlockWait time.Duration
+
+	// deadlockBeforeConfirm, when set, runs on the detector after it found
+	// cycles and before it asks for their confirmation; deadlockBeforeFail
+	// runs after confirmation, before the victims are failed. Tests use
+	// them to change the locks at those moments, or to look.
+	deadlockBeforeConfirm func()
+	deadlockBeforeFail    func([]victim)
+
 	// Lease is the quorum lease: a node serves only while a quorum of the
 	// configured members acknowledged one of its heartbeats within the last
 	// Lease. It also sets the lock-delay: a removed node's locks go to
@@ -124,6 +143,7 @@ func DefaultConfig() Config {
 		MaxLocks:          1 << 20,
 		Shards:            16,
 		TickInterval:      5 * time.Millisecond,
+		DeadlockWait:      2 * time.Second,
 		ClockDrift:        0.01,
 		Lease:             1500 * time.Millisecond,
 		HeartbeatInterval: 250 * time.Millisecond,
@@ -188,6 +208,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TickInterval <= 0 {
 		bad("TickInterval must be positive")
+	}
+	if c.DeadlockWait < 0 {
+		bad("DeadlockWait must not be negative")
 	}
 	if c.ClockDrift < 0 || c.ClockDrift >= 0.5 {
 		bad("ClockDrift must be in [0, 0.5)")

@@ -65,6 +65,108 @@
 // clock (see ttl.go for the arithmetic), and Lost is closed then. Lost also
 // closes when the master releases the lock or the node closes.
 //
+// # Deadlocks
+//
+// A conversion deadlock on one resource (two PR holders both converting to
+// EX) is found by the resource's master at once: the second conversion
+// fails with ErrDeadlock and keeps its mode, or, with DemoteOnDeadlock, is
+// demoted to NL.
+//
+// Deadlocks across resources and nodes are found by following owners. An
+// Owner (a transaction, a process) can hold and wait on many locks on many
+// resources mastered on many nodes; a lock taken without one is its own
+// owner. Party A waits for party B when a request of A is queued behind a
+// lock of B that holds a conflicting mode, or behind a request of B queued
+// ahead of it (the queues are FIFO). A cycle of parties each waiting for
+// the next can never be granted: one request of it must fail. That includes
+// a cycle of one: an owner (not Reentrant) asking again for a resource it
+// holds in a conflicting mode. The model is the transaction's: an owner
+// waiting for a lock changes none of its other locks until the wait ends.
+// An owner whose goroutines lock and unlock independently may be chosen as
+// the victim of a cycle another of its goroutines was about to break.
+//
+// Detection is a periodic collection of wait-for edges by one node, the
+// detector: the lowest-named member of the current view (Config.DeadlockWait
+// sets its pace; zero turns it off):
+//
+//  1. every node, every DeadlockWait/4 (at least TickInterval), takes from
+//     the tables it masters the wait-for edges of the requests that have
+//     waited at least DeadlockWait, and sends them to the detector in a
+//     DeadlockReport stamped with the view's epoch (and an empty report
+//     once it has none left);
+//  2. the detector keeps the latest report of each member (dropping those
+//     of other epochs, older ones, and any not renewed for three report
+//     intervals), and, when a report came in, searches their union for
+//     cycles of parties, deterministically;
+//  3. it asks the master of every edge of every cycle found whether the
+//     edge still holds, and has held without a break since it was
+//     observed (DeadlockConfirm);
+//  4. for every cycle all of whose edges are confirmed, it picks the
+//     victim, the waiting request of the party with the largest key (owner
+//     id, else lock id) on the cycle, and asks its master to fail it
+//     (DeadlockFail). The master fails it with ErrDeadlock, naming the
+//     cycle, only if it is still the queued request that was confirmed.
+//     The victim's granted locks stay; a conversion victim keeps its mode.
+//     dlm_deadlocks_total{kind="cycle"} counts it on the victim's master,
+//     and the detector logs every cycle it finds (debug) and breaks (info).
+//
+// Why one node, and why that one: edge chasing (probes sent from master to
+// master along the edges) needs no central node, but it sends a probe per
+// blocked request and hop, finds a cycle once per request on it (so the
+// masters must agree on who breaks it), and still has to confirm what it
+// finds, since the probes follow edges at different times. Collecting the
+// edges at one node sends one message per node per interval, and only
+// while requests wait long; the detector sees the whole graph, breaks
+// every cycle of a round at once, and takes the victims out of the graph
+// as it goes, so that a request is never failed to break a cycle an
+// earlier victim broke already. The lowest-named member of the view is
+// known to every member from the agreed view alone, without a message or
+// an election, and changes only with the view; a view change drops every
+// report and round, whose epochs then differ from the masters'. Safety
+// does not rest on there being one detector: a stale or second detector
+// can only fail requests on cycles that it confirmed, and picks the same
+// victim of the same cycle.
+//
+// No false positives: a cycle reported existed when it was reported. Each
+// edge carries identities that prove continuity: the waiter's lock and the
+// generation of its queued request (every request or conversion queued
+// gets a new one, gone once it leaves the queue), and the blocker's lock
+// with its fencing token (a holder) or its request's generation (a
+// request queued ahead). Fencing tokens strictly increase per resource and
+// every grant or up-conversion gets a new one, so the same token means the
+// blocker has been granted all along, only converting down, and conflict
+// is monotone in the VMS lattice: if its mode still conflicts with the
+// waiter's, every mode it held since did. Two requests queued all along
+// keep their order. So a master confirms an edge only if it held at every
+// moment between its observation and the confirmation (master.EdgeHolds;
+// its property test checks exactly this). Every observation was made before
+// its report was sent, so before the detector started the round; every
+// confirmation is made after the detector asked for it, so after the round
+// started. Hence at the instant the round started, every edge of the cycle
+// held: the cycle existed then, and since each party on it was waiting, it
+// still exists until a request of it ends. Masters confirm and fail only in
+// the epoch of the edges, checked under the shard mutex that a recovery
+// takes after it closes the gate, so a rebuilt table (whose generations
+// start over) is never asked. TestDeadlockPhantomNotConfirmed has a cycle
+// in the reports that is gone by confirmation time; TestDeadlockRandomized
+// checks, each time a victim is chosen, that it is on a cycle of every
+// table's edges taken at that moment.
+//
+// One victim per cycle: the master fails a request only by its
+// generation, so a second attempt (a stale round, a duplicated message)
+// finds a request already failed, or another one, and does nothing. The
+// detector runs one round at a time and sends a round's failures before
+// the next round's confirmations, on the same ordered connections, so a
+// later round cannot confirm a cycle through a request already failed.
+//
+// Timing and limits: a cycle is broken about DeadlockWait plus one to two
+// report intervals after it formed (2.75 s with the defaults in the tests),
+// plus a confirmation round trip. A report carries at most wire.MaxEdges
+// (1024) edges and about 256 KiB: a node with more long waits reports
+// those of the oldest requests, and a cycle among the rest is found once
+// older waits end. A round breaks at most 64 cycles; more wait for the
+// next round.
+//
 // # Errors and limits
 //
 // Errors are sentinels to test with errors.Is. Configured limits (locks
@@ -97,7 +199,8 @@
 // A node registers its metrics with Config.Registerer (none if nil): its
 // own (dlm_requests_total by operation, mode and result; dlm_lock_seconds,
 // the time to a grant by mode and by whether the master was local;
-// dlm_blocking_notifications_total; dlm_limit_rejections_total by limit;
+// dlm_blocking_notifications_total; dlm_deadlocks_total by kind;
+// dlm_limit_rejections_total by limit;
 // dlm_locks_lost_total; dlm_client_locks; dlm_mastered_resources and
 // dlm_mastered_locks per lockspace; dlm_recovery_locks_rebuilt_total and
 // dlm_recovery_locks_purged_total), the recovery package's (dlm_epoch,

@@ -14,9 +14,13 @@ var (
 	// ErrNotQueued: a TryLock (or a try-convert) could not be granted at
 	// once, and was not queued.
 	ErrNotQueued = errors.New("dlm: lock not available")
-	// ErrDeadlock: the request would deadlock: a conversion deadlock on one
-	// resource, or a cycle of owners waiting for each other. The lock, if
-	// any, keeps the mode it had.
+	// ErrDeadlock: the request would never be granted: a conversion
+	// deadlock on one resource (refused at once), or a cycle of owners
+	// waiting for each other across resources and nodes (found after
+	// Config.DeadlockWait; this request was chosen to break it). The error
+	// says which. The lock, if any, keeps the mode it had, and the owner's
+	// other locks stay granted. See "Deadlocks" in the package
+	// documentation.
 	ErrDeadlock = errors.New("dlm: deadlock")
 	// ErrLockLost: the lock can no longer be trusted: its TTL ran out, its
 	// node lost contact with the cluster, or its master forgot it. Whatever

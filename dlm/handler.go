@@ -30,6 +30,15 @@ func (n *Node) handle(in transport.Inbound) {
 			n.onBlocking(m)
 		}
 		return
+	case *wire.DeadlockReport:
+		n.deadlocks.accept(in.From, m)
+		return
+	case *wire.DeadlockConfirm:
+		n.onDeadlockConfirm(in, m)
+		return
+	case *wire.DeadlockFail:
+		n.onDeadlockFail(in.From, m)
+		return
 	}
 	from := n.view.Load().byName[in.From]
 	if from == nil || !n.admit(in) {
@@ -265,6 +274,9 @@ func completionError(m *wire.Completion) error {
 	case wire.StatusNotQueued:
 		return ErrNotQueued
 	case wire.StatusDeadlock:
+		if m.Err != "" {
+			return remoteError(m.Err) // ErrDeadlock, saying which deadlock
+		}
 		return ErrDeadlock
 	case wire.StatusTimeout:
 		return ErrTimeout

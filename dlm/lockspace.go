@@ -111,6 +111,9 @@ func (ls *Lockspace) tableConvert(sh *shard, c master.Convert) (master.Result, e
 	if err == nil && res.Status == master.Queued && res.Demoted && c.Lock.Node != ls.node.self.id {
 		sh.demoted[c.Lock] = true
 	}
+	if res.Demoted || errors.Is(err, master.ErrDeadlock) {
+		ls.node.met.deadlocks[deadlockConversion].Inc()
+	}
 	ls.deliver(sh)
 	return res, err
 }
@@ -166,7 +169,11 @@ func (ls *Lockspace) deliver(sh *shard) {
 	for sh.table.PendingEffects() > 0 {
 		effs := sh.table.Effects()
 		for i := range effs {
-			if e := &effs[i]; e.Lock.Node == self {
+			e := &effs[i]
+			if e.Kind == master.EffectFailed && errors.Is(e.Err, master.ErrDeadlock) {
+				ls.node.countDeadlock(e.Err)
+			}
+			if e.Lock.Node == self {
 				ls.deliverLocal(sh, e)
 			} else {
 				ls.deliverRemote(sh, e)
@@ -248,7 +255,7 @@ func statusOf(err error) (wire.Status, string) {
 	case pub == ErrNotQueued:
 		return wire.StatusNotQueued, ""
 	case errors.Is(pub, ErrDeadlock):
-		return wire.StatusDeadlock, ""
+		return wire.StatusDeadlock, truncate(err.Error(), wire.MaxErr) // what deadlock, for the requester
 	case errors.Is(pub, ErrTimeout):
 		return wire.StatusTimeout, ""
 	case errors.Is(pub, ErrCancelled):
@@ -256,11 +263,14 @@ func statusOf(err error) (wire.Status, string) {
 	case errors.Is(err, master.ErrExpired):
 		return wire.StatusExpired, ""
 	}
-	text := err.Error()
-	if len(text) > wire.MaxErr {
-		text = text[:wire.MaxErr]
+	return wire.StatusError, truncate(err.Error(), wire.MaxErr)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
 	}
-	return wire.StatusError, text
+	return s
 }
 
 // releaseAll settles every lock of this node in the lockspace as the node

@@ -53,6 +53,15 @@ func resultOf(err error) int {
 	return resError
 }
 
+// Kinds of deadlock counted by dlm_deadlocks_total.
+const (
+	deadlockConversion = iota
+	deadlockCycle
+	deadlockKinds
+)
+
+var deadlockKindNames = [deadlockKinds]string{"conversion", "cycle"}
+
 // metrics are the node's Prometheus metrics (design.md §10, the parts that
 // apply without recovery). The counters of the hot path are resolved once,
 // so counting costs an atomic add, not a label lookup.
@@ -65,6 +74,11 @@ type metrics struct {
 	rebuilt  prometheus.Counter // locks restored from reports in recoveries
 	purged   prometheus.Counter // locks of removed nodes dropped in recoveries
 	collect  []prometheus.Collector
+
+	// deadlocks counts the deadlocks this node broke as a master, by kind:
+	// a conversion deadlock on one resource, or a cycle across resources
+	// (the request failed on this node's table).
+	deadlocks [deadlockKinds]prometheus.Counter
 }
 
 func newMetrics(n *Node) (*metrics, error) {
@@ -79,6 +93,12 @@ func newMetrics(n *Node) (*metrics, error) {
 	m.blocking = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dlm_blocking_notifications_total", Help: "Blocking notifications delivered to this node's locks.",
 	})
+	deadlocks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_deadlocks_total", Help: "Deadlocks broken by failing a request on this node's tables, by kind: conversion (on one resource) or cycle (across resources and nodes).",
+	}, []string{"kind"})
+	for k := range deadlockKinds {
+		m.deadlocks[k] = deadlocks.WithLabelValues(deadlockKindNames[k])
+	}
 	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dlm_limit_rejections_total", Help: "Requests refused because a configured limit was reached, by limit.",
 	}, []string{"limit"})
@@ -106,7 +126,7 @@ func newMetrics(n *Node) (*metrics, error) {
 		m.wait[0][md] = wait.WithLabelValues(md.String(), "local")
 		m.wait[1][md] = wait.WithLabelValues(md.String(), "remote")
 	}
-	m.collect = []prometheus.Collector{req, wait, m.blocking, m.limits, m.lost, m.rebuilt, m.purged, held, mastered}
+	m.collect = []prometheus.Collector{req, wait, m.blocking, deadlocks, m.limits, m.lost, m.rebuilt, m.purged, held, mastered}
 	if reg := n.cfg.Registerer; reg != nil {
 		for _, c := range m.collect {
 			if err := reg.Register(c); err != nil {

@@ -3,6 +3,7 @@ package dlm
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -125,6 +126,7 @@ func TestConfigValidate(t *testing.T) {
 		"bad gossip key":   func(c *Config) { c.GossipKey = []byte("short") },
 		"shards not pow 2": func(c *Config) { c.Shards = 12 },
 		"no tick":          func(c *Config) { c.TickInterval = 0 },
+		"deadlock wait":    func(c *Config) { c.DeadlockWait = -time.Second },
 		"bad drift":        func(c *Config) { c.ClockDrift = 0.7 },
 		"probe timeout":    func(c *Config) { c.ProbeTimeout = 2 * c.ProbeInterval },
 		"negative limit":   func(c *Config) { c.MaxLocks = -1 },

@@ -58,6 +58,7 @@ type Node struct {
 	nlocks      atomic.Int64 // locks held or waited for by this node
 
 	callbacks *dispatcher
+	deadlocks *deadlocks // detection across resources and nodes; see deadlock.go
 }
 
 // Start starts a node and joins the cluster: it listens for lock traffic,
@@ -85,6 +86,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("dlm: metrics: %w", err)
 	}
 	n.met = met
+	n.deadlocks = newDeadlocks(n)
 	if err := n.startLinks(); err != nil {
 		n.met.unregister(n.reg())
 		return nil, err
@@ -335,6 +337,7 @@ func (n *Node) tickLoop() {
 			if n.serving() {
 				n.sendDeferredUnlocks()
 			}
+			n.deadlocks.tick()
 		}
 	}
 }

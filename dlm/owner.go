@@ -11,8 +11,12 @@ import (
 
 // Owner groups the locks of one transaction or process. Deadlock detection
 // follows owners: a cycle of owners each waiting for a lock another holds
-// is a deadlock even across resources and nodes. A lock taken without an
-// owner is its own owner.
+// (or for a request another queued ahead) is a deadlock even across
+// resources and nodes, and once its requests have waited
+// Config.DeadlockWait, one of them fails with ErrDeadlock (see "Deadlocks"
+// in the package documentation). Detection assumes an owner that waits
+// for a lock changes none of its other locks meanwhile, as a transaction
+// does. A lock taken without an owner is its own owner.
 //
 // A reentrant owner (Reentrant) counts a second acquisition of a resource
 // it already holds in a mode at least as strong, instead of queueing a

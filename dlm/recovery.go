@@ -505,9 +505,11 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 
 // rebuild restores the reported resources of one lockspace into its tables.
 func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v recovery.View) {
+	now := ls.node.now()
 	for _, sh := range ls.shards {
 		sh.mu.Lock()
 		sh.table.RaiseTokenFloor(floor)
+		sh.table.Tick(now) // a restored request's wait is timed from now on
 		sh.mu.Unlock()
 	}
 	members := map[master.NodeID]bool{}

@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,18 +31,33 @@ import (
 //	restore-value res=NAME seq=SEQ data=TEXT [invalid]
 //	finish-recovery
 //	floor value=K
-//	edges
+//	edges [by=T]                (edges of requests queued at or before tick T)
+//	observe                     (remember the edges there are now)
+//	confirm                     (which remembered edges still hold: EdgeHolds)
+//	fail-request lock=N/ID gen=G
 //	dump
 //
 // Flags: noqueue, expedite, quecvt, convdeadlk. Modes: NL CR CW PR PW EX.
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata/rules", func(t *testing.T, path string) {
 		var tbl *Table
+		var observed []WaitEdge
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			a := parseArgs(t, d)
-			if d.Cmd == "new" {
+			switch d.Cmd {
+			case "new":
 				tbl = New(a.config())
 				return "ok"
+			case "observe":
+				observed = slices.Collect(tbl.WaitEdges())
+				return edgesText(observed)
+			case "confirm":
+				var lines []string
+				for _, e := range observed {
+					lines = append(lines, fmt.Sprintf("%v: %s", tbl.EdgeHolds(e), edgeText(e)))
+				}
+				slicesSort(lines)
+				return strings.Join(lines, "\n") + "\n"
 			}
 			if tbl == nil {
 				t.Fatalf("%s: no table; start with 'new'", d.Pos)
@@ -199,7 +215,12 @@ func runCommand(t *testing.T, tbl *Table, cmd string, a args) string {
 		tbl.RaiseTokenFloor(a.num(t, "value"))
 		return fmt.Sprintf("floor=%d\n", tbl.TokenFloor())
 	case "edges":
-		return edgesText(tbl)
+		if _, ok := a["by"]; ok {
+			return edgesText(slices.Collect(tbl.WaitEdgesQueuedBy(Tick(a.num(t, "by")))))
+		}
+		return edgesText(slices.Collect(tbl.WaitEdges()))
+	case "fail-request":
+		return errText(tbl.FailRequest(a.lock(t), a.num(t, "gen"), fmt.Errorf("%w: chosen as the victim of a cycle", ErrDeadlock)))
 	case "dump":
 		return tbl.Dump()
 	}
@@ -267,15 +288,26 @@ func effectsText(tbl *Table) string {
 	return b.String()
 }
 
-func edgesText(tbl *Table) string {
+// edgesText renders edges sorted, one per line, with their identities: the
+// waiter's request generation and the tick it was queued at, and the
+// blocker's token (holder) or request generation (ahead).
+func edgesText(edges []WaitEdge) string {
 	var lines []string
-	for e := range tbl.WaitEdges() {
-		lines = append(lines, fmt.Sprintf("%s: %v(o%d) wants %v, waits for %v(o%d)",
-			e.Resource, e.Waiter.Lock, e.Waiter.Owner, e.Mode, e.Blocker.Lock, e.Blocker.Owner))
+	for _, e := range edges {
+		lines = append(lines, edgeText(e))
 	}
 	if len(lines) == 0 {
 		return "(none)\n"
 	}
 	slicesSort(lines)
 	return strings.Join(lines, "\n") + "\n"
+}
+
+func edgeText(e WaitEdge) string {
+	stamp := fmt.Sprintf("tok=%d", e.Stamp)
+	if e.Kind == BlockAhead {
+		stamp = fmt.Sprintf("gen=%d", e.Stamp)
+	}
+	return fmt.Sprintf("%s: %v(o%d) wants %v [gen=%d since=%d], waits for %v(o%d) %v %s",
+		e.Resource, e.Waiter.Lock, e.Waiter.Owner, e.Mode, e.WaiterGen, e.Since, e.Blocker.Lock, e.Blocker.Owner, e.Kind, stamp)
 }

@@ -83,7 +83,21 @@
 // Every lock has an owner (OwnerID zero: the lock is its own owner).
 // WaitEdges reports, for every queued request, the holders it waits for and
 // the request queued just ahead of it, so a detector can follow owners
-// across resources and nodes and find cycles.
+// across resources and nodes and find cycles; WaitEdgesQueuedBy reports
+// those of the requests queued before a given tick only, oldest first, at
+// the cost of what it reports (the table keeps its queued requests in a
+// list by age).
+//
+// Each edge carries identities: every request or conversion queued gets a
+// generation, new in the table, and the blocker is named by its fencing
+// token (a holder) or its request's generation (a request queued ahead).
+// EdgeHolds confirms from them alone that an edge observed earlier has held
+// without a break since (waitfor.go says why), and FailRequest fails a
+// request only if it is still the request of the generation given. A
+// detector that observes edges, then confirms them, then fails one request
+// of a cycle can thus neither report a cycle that did not exist nor fail a
+// request it did not observe. The dlm package runs that protocol across
+// nodes.
 //
 // # Recovery
 //

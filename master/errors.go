@@ -44,9 +44,12 @@ var (
 
 	// ErrNotQueued: a NOQUEUE request could not be granted at once.
 	ErrNotQueued = errors.New("master: not granted and not queued")
-	// ErrDeadlock: a conversion would deadlock with another conversion on
-	// the same resource; the lock keeps its granted mode.
-	ErrDeadlock = errors.New("master: conversion deadlock")
+	// ErrDeadlock: the request or conversion could never be granted. The
+	// table returns it (wrapped, naming the conversion) for a conversion
+	// deadlock on one resource; FailRequest fails a request with whatever
+	// error a deadlock detector found across resources, which should wrap
+	// it too. A failed conversion keeps its granted mode.
+	ErrDeadlock = errors.New("master: deadlock")
 	// ErrTimeout: a queued request or conversion waited past its timeout.
 	ErrTimeout = errors.New("master: request timed out")
 	// ErrCancelled: a queued request or conversion was cancelled, or its lock

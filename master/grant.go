@@ -53,8 +53,19 @@ func (r *resource) setGranted(l *lock, m modes.Mode) {
 	r.granted.pushBack(l)
 }
 
+// unlink takes l off whichever queue holds it, drops its granted mode from
+// the counts and ends the identity of its queued request, if any. It does
+// not touch the lock index.
+func (t *Table) unlink(r *resource, l *lock) {
+	queued := l.queue == QueueConverting || l.queue == QueueWaiting
+	r.unlink(l)
+	if queued {
+		t.leaveQueue(l)
+	}
+}
+
 // unlink takes l off whichever queue holds it and drops its granted mode
-// from the counts. It does not touch the lock index.
+// from the counts. Table.unlink does the rest.
 func (r *resource) unlink(l *lock) {
 	switch l.queue {
 	case QueueGranted:
@@ -100,7 +111,7 @@ func (t *Table) grantLock(r *resource, l *lock, from modes.Mode, isNew bool) (re
 func (t *Table) grantQueued(r *resource, l *lock) {
 	isNew := l.queue == QueueWaiting
 	from := l.mode
-	r.unlink(l)
+	t.unlink(r, l)
 	res := t.grantLock(r, l, from, isNew)
 	t.emit(Effect{
 		Kind: EffectGranted, Resource: r.name, Lock: l.key(), Owner: l.owner,

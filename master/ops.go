@@ -108,9 +108,8 @@ func (t *Table) Request(req Request) (Result, error) {
 	l.queue = QueueWaiting
 	r.wait.pushBack(l)
 	r.nqueued++
-	if l.timer != nil {
-		t.timers.update(l.timer)
-	}
+	t.trackQueued(l)
+	t.timers.update(l.timer)
 	t.sendBlocking(r)
 	return Result{Status: Queued, Mode: req.Mode}, nil
 }
@@ -169,7 +168,7 @@ func (t *Table) Convert(c Convert) (Result, error) {
 	if r.convDeadlock(l) {
 		if c.Flags&ConvDeadlock == 0 {
 			l.rq = from
-			return Result{}, fmt.Errorf("%w: %v %v->%v on %q", ErrDeadlock, c.Lock, from, c.Mode, r.name)
+			return Result{}, fmt.Errorf("%w: conversion %v %v->%v on %q", ErrDeadlock, c.Lock, from, c.Mode, r.name)
 		}
 		t.demote(r, l)
 		demoted = true
@@ -203,7 +202,7 @@ func (t *Table) convertDown(r *resource, l *lock, c Convert) Result {
 // in if the change allows it.
 func (t *Table) convertInPlace(r *resource, l *lock) Result {
 	from := l.mode
-	r.unlink(l)
+	t.unlink(r, l)
 	res := t.grantLock(r, l, from, false)
 	t.grantPending(r)
 	return res
@@ -224,10 +223,8 @@ func (t *Table) queueConversion(r *resource, l *lock, timeout Tick) {
 	l.queue = QueueConverting
 	r.convert.pushBack(l)
 	r.nqueued++
+	t.trackQueued(l)
 	if timeout > 0 {
-		if l.timer == nil {
-			l.timer = &timer{lock: l}
-		}
 		l.timer.deadline = t.now + timeout
 		t.timers.update(l.timer)
 	}
@@ -259,7 +256,7 @@ func (t *Table) Release(rel Release) error {
 
 // removeLock takes l out of the table and lets the queues move.
 func (t *Table) removeLock(r *resource, l *lock) {
-	r.unlink(l)
+	t.unlink(r, l)
 	t.dropLock(l)
 	if r.empty() {
 		t.maybeFree(r)
@@ -298,7 +295,7 @@ func (t *Table) endQueued(r *resource, l *lock, err error) {
 		t.removeLock(r, l)
 		return
 	}
-	r.unlink(l)
+	t.unlink(r, l)
 	l.rq = l.mode
 	r.setGranted(l, l.mode)
 	if l.timer != nil {

@@ -3,6 +3,7 @@ package master
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/seed-a6839e30/dlm/modes"
@@ -34,6 +35,20 @@ type tableMachine struct {
 	stepStart uint64
 	newTokens []resToken // tokens issued by the current step
 	unordered bool       // the current step is a recovery: no order to check
+	// observed are wait-for edges seen by Observe, each with the instance
+	// (queuedAt) of its waiter's request and whether it has stopped
+	// holding at some step since.
+	observed []observedEdge
+	// edgesOnly keeps the machine to what makes and breaks wait-for edges:
+	// no timeouts, TTLs, purges or remastering, and owners that hold
+	// several locks, so that edges live long enough to be confirmed.
+	edgesOnly bool
+}
+
+type observedEdge struct {
+	e      WaitEdge
+	inst   uint64
+	broken bool
 }
 
 var (
@@ -89,6 +104,9 @@ func (m *tableMachine) Request(rt *rapid.T) {
 		Timeout:  Tick(rapid.SampledFrom([]int{0, 0, 2, 5}).Draw(rt, "timeout")),
 		TTL:      Tick(rapid.SampledFrom([]int{0, 0, 0, 4}).Draw(rt, "ttl")),
 	}
+	if m.edgesOnly {
+		req.Timeout, req.TTL = 0, 0
+	}
 	switch rapid.IntRange(0, 5).Draw(rt, "flags") {
 	case 0:
 		req.Flags = NoQueue
@@ -126,6 +144,9 @@ func (m *tableMachine) Convert(rt *rapid.T) {
 		c.LVBOp, c.LVB = LVBWrite, []byte(fmt.Sprint(m.seq))
 	}
 	c.Timeout = Tick(rapid.SampledFrom([]int{0, 3}).Draw(rt, "timeout"))
+	if m.edgesOnly {
+		c.Timeout = 0
+	}
 	res, err := m.t.Convert(c)
 	if err != nil && !errors.Is(err, ErrNotQueued) && !errors.Is(err, ErrLimit) && !errors.Is(err, ErrDeadlock) {
 		rt.Fatalf("convert %+v: %v", c, err)
@@ -163,11 +184,17 @@ func (m *tableMachine) Cancel(rt *rapid.T) {
 }
 
 func (m *tableMachine) Tick(rt *rapid.T) {
+	if m.edgesOnly {
+		rt.Skip("edges only")
+	}
 	m.t.Tick(m.t.Now() + Tick(rapid.IntRange(0, 4).Draw(rt, "dt")))
 	m.step(rt)
 }
 
 func (m *tableMachine) Purge(rt *rapid.T) {
+	if m.edgesOnly {
+		rt.Skip("edges only")
+	}
 	node := rapid.SampledFrom(propNodes).Draw(rt, "node")
 	m.t.PurgeNode(node)
 	for id := range m.pending {
@@ -184,6 +211,9 @@ func (m *tableMachine) Purge(rt *rapid.T) {
 // more than CR), the old master offers its own copy, the floor goes above
 // every token issued.
 func (m *tableMachine) Remaster(rt *rapid.T) {
+	if m.edgesOnly {
+		rt.Skip("edges only")
+	}
 	old := m.t
 	nt := New(old.Config())
 	nt.Tick(old.Now())
@@ -207,6 +237,7 @@ func (m *tableMachine) Remaster(rt *rapid.T) {
 		}
 	}
 	m.t = nt
+	m.observed = nil // another table: its generations start over
 	m.unordered = true
 	nt.FinishRecovery()
 	m.step(rt)
@@ -278,7 +309,109 @@ func (m *tableMachine) step(rt *rapid.T) {
 	}
 	m.checkTokens(rt)
 	m.check(rt)
+	m.checkEdges(rt)
 	m.stepStart = m.seq
+}
+
+// Observe remembers the wait-for edges there are now (and forgets the
+// oldest observations past a few dozen).
+func (m *tableMachine) Observe(rt *rapid.T) {
+	if n := len(m.observed); n > 64 {
+		m.observed = append(m.observed[:0], m.observed[n-32:]...)
+	}
+	for e := range m.t.WaitEdges() {
+		m.observed = append(m.observed, observedEdge{e: e, inst: m.queuedAt[e.Waiter.Lock]})
+	}
+	m.step(rt)
+}
+
+// FailObserved fails the waiter of an observed edge by its generation, as a
+// deadlock detector does: it must succeed exactly when that same request is
+// still queued, and otherwise change nothing.
+func (m *tableMachine) FailObserved(rt *rapid.T) {
+	if len(m.observed) == 0 {
+		rt.Skip("nothing observed")
+	}
+	o := rapid.SampledFrom(m.observed).Draw(rt, "edge")
+	w := o.e.Waiter.Lock
+	same := m.pending[w] && m.queuedAt[w] == o.inst
+	before := m.t.Dump()
+	err := m.t.FailRequest(w, o.e.WaiterGen, fmt.Errorf("%w: test", ErrDeadlock))
+	switch {
+	case same && err != nil:
+		rt.Fatalf("fail %v gen %d, still queued: %v", w, o.e.WaiterGen, err)
+	case !same && err == nil:
+		rt.Fatalf("fail %v gen %d succeeded, but that request is no longer queued", w, o.e.WaiterGen)
+	case !same && m.t.Dump() != before:
+		rt.Fatalf("a refused FailRequest changed the table:\n%s\n%s", before, m.t.Dump())
+	}
+	if same {
+		var failed bool
+		for _, e := range m.t.pending {
+			failed = failed || (e.Kind == EffectFailed && e.Lock == w && errors.Is(e.Err, ErrDeadlock))
+		}
+		if !failed {
+			rt.Fatalf("FailRequest of %v produced no deadlock failure", w)
+		}
+	}
+	m.step(rt)
+}
+
+// checkEdges checks the claim deadlock detection rests on: an observed edge
+// that EdgeHolds confirms has held at every step since it was observed. It
+// also checks that the list of queued requests agrees with the queues.
+func (m *tableMachine) checkEdges(rt *rapid.T) {
+	for i := range m.observed {
+		o := &m.observed[i]
+		if !m.edgeTrue(o) {
+			o.broken = true
+		}
+		if o.broken && m.t.EdgeHolds(o.e) {
+			rt.Fatalf("EdgeHolds confirms %+v, which stopped holding after it was observed", o.e)
+		}
+	}
+	all := map[WaitEdge]int{}
+	for e := range m.t.WaitEdges() {
+		all[e]++
+		if !m.t.EdgeHolds(e) {
+			rt.Fatalf("EdgeHolds denies an edge just yielded: %+v", e)
+		}
+	}
+	var last Tick
+	for e := range m.t.WaitEdgesQueuedBy(m.t.Now()) {
+		if e.Since < last || e.Since > m.t.Now() {
+			rt.Fatalf("queued-by edges out of order: since %d after %d", e.Since, last)
+		}
+		last = e.Since
+		all[e]--
+	}
+	for e, n := range all {
+		if n != 0 {
+			rt.Fatalf("WaitEdges and WaitEdgesQueuedBy disagree on %+v (%d)", e, n)
+		}
+	}
+}
+
+// edgeTrue says, from the queues alone, whether the observed edge holds
+// now: its waiter's request (the same instance) is queued, and its blocker
+// holds a mode that conflicts with it or is queued ahead of it.
+func (m *tableMachine) edgeTrue(o *observedEdge) bool {
+	w := o.e.Waiter.Lock
+	if !m.pending[w] || m.queuedAt[w] != o.inst {
+		return false
+	}
+	rs, ok := m.t.Resource(o.e.Resource)
+	if !ok {
+		return false
+	}
+	wi := slices.IndexFunc(rs.Locks, func(ls LockState) bool { return ls.Lock == w })
+	bi := slices.IndexFunc(rs.Locks, func(ls LockState) bool { return ls.Lock == o.e.Blocker.Lock })
+	if wi < 0 || bi < 0 || wi == bi || rs.Locks[wi].Queue == QueueGranted {
+		return false
+	}
+	b := rs.Locks[bi]
+	return (b.Queue != QueueWaiting && !modes.Compatible(b.Granted, rs.Locks[wi].Requested)) ||
+		(b.Queue != QueueGranted && bi < wi)
 }
 
 type grantedLock struct {
@@ -397,6 +530,27 @@ func TestTableProperties(t *testing.T) {
 		m := newTableMachine()
 		rt.Repeat(rapid.StateMachineActions(m))
 	})
+}
+
+// TestWaitEdgeProperties runs the machine on what makes and breaks wait-for
+// edges, where checkEdges has the most to check: an edge EdgeHolds confirms
+// held at every step since it was observed, and FailRequest fails exactly
+// the request observed, if it is still queued.
+func TestWaitEdgeProperties(t *testing.T) {
+	var confirmed, broken int
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newTableMachine()
+		m.edgesOnly = true
+		rt.Repeat(rapid.StateMachineActions(m))
+		for _, o := range m.observed {
+			if m.t.EdgeHolds(o.e) {
+				confirmed++
+			} else if o.broken && m.pending[o.e.Waiter.Lock] && m.queuedAt[o.e.Waiter.Lock] == o.inst {
+				broken++ // the waiter still waits, but this edge broke meanwhile
+			}
+		}
+	})
+	t.Logf("at the end of the runs: %d observed edges still confirmed, %d broken under a waiter still queued", confirmed, broken)
 }
 
 // Check is the invariant rapid runs after every action; step already

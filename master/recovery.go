@@ -120,7 +120,7 @@ func (t *Table) PurgeNode(node NodeID) int {
 		if l.queue != QueueWaiting && releaseWrites(l.mode) {
 			r.invalidateLVB()
 		}
-		r.unlink(l)
+		t.unlink(r, l)
 		t.dropLock(l)
 		touched[r] = struct{}{}
 	}
@@ -166,7 +166,7 @@ func (t *Table) Drop(name string) int {
 	n := 0
 	for _, q := range []*lockList{&r.granted, &r.convert, &r.wait} {
 		for l := q.front(); l != nil; l = q.front() {
-			r.unlink(l)
+			t.unlink(r, l)
 			t.dropLock(l)
 			n++
 		}
@@ -203,16 +203,21 @@ func (t *Table) Restore(ls LockState) error {
 		l.rq, l.queue = ls.Requested, QueueWaiting
 		r.wait.pushBack(l)
 		r.nqueued++
+		t.trackQueued(l)
 	case QueueConverting:
 		r.held.add(ls.Granted)
 		l.mode, l.rq, l.queue = ls.Granted, ls.Requested, QueueConverting
 		r.convert.pushBack(l)
 		r.nqueued++
+		t.trackQueued(l)
 	default:
 		r.setGranted(l, ls.Granted)
 	}
 	if ls.TTL > 0 && ls.Queue != QueueWaiting {
-		l.timer = &timer{lock: l, ttl: ls.TTL, expires: t.now + ls.TTL}
+		if l.timer == nil {
+			l.timer = &timer{lock: l, index: -1}
+		}
+		l.timer.ttl, l.timer.expires = ls.TTL, t.now+ls.TTL
 		t.timers.update(l.timer)
 	}
 	if ls.LVB != nil && ls.Queue != QueueWaiting && ls.Granted > modes.CR {
@@ -356,8 +361,8 @@ func (t *Table) breakConversionDeadlocks(r *resource) {
 		next := r.convert.next(l)
 		for c := r.convert.front(); c != l; c = r.convert.next(c) {
 			if !modes.Compatible(l.mode, c.rq) {
-				t.emitFailed(r, l, ErrDeadlock)
-				r.unlink(l)
+				t.emitFailed(r, l, fmt.Errorf("%w: conversion %v %v->%v on %q, after recovery", ErrDeadlock, l.key(), l.mode, l.rq, r.name))
+				t.unlink(r, l)
 				l.rq = l.mode
 				r.setGranted(l, l.mode)
 				break

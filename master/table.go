@@ -34,7 +34,7 @@ type lock struct {
 	prev  *lock
 	next  *lock
 	token uint64
-	timer *timer // nil unless the lock has a timeout or a TTL
+	timer *timer // nil unless the lock has a timeout or a TTL, or a request queued
 }
 
 func (l *lock) key() LockID { return LockID{Node: l.node, ID: l.id} }
@@ -73,13 +73,20 @@ type Table struct {
 	floor     uint64 // tokens issued from now on are above this
 	timers    timerHeap
 
+	// queued is the sentinel of the list of queued requests and conversions
+	// (through their timers), in the order they were queued, so oldest
+	// first; lastGen is the last request generation issued.
+	queued  timer
+	lastGen uint64
+
 	pending, out           []Effect
 	pendingArena, outArena []byte
 
 	recovering map[*resource]restoreInfo
 
-	freeLocks []*lock
-	freeRes   []*resource
+	freeLocks  []*lock
+	freeRes    []*resource
+	freeTimers []*timer // of requests that queued and left
 }
 
 // freeListCap bounds the recycled locks and resources a table keeps, so a
@@ -92,11 +99,13 @@ func New(cfg Config) *Table {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Table{
+	t := &Table{
 		cfg:   cfg,
 		res:   make(map[string]*resource),
 		nodes: make(map[NodeID]*nodeStats),
 	}
+	t.queued.qprev, t.queued.qnext = &t.queued, &t.queued
+	return t
 }
 
 // Config returns the table's limits.
@@ -171,6 +180,7 @@ func (t *Table) dropLock(l *lock) {
 	delete(t.node(l.node).locks, l.id)
 	t.nlocks--
 	if l.timer != nil {
+		l.timer.dequeue()
 		t.timers.remove(l.timer)
 		l.timer.lock = nil
 		l.timer = nil

@@ -2,15 +2,26 @@ package master
 
 import "container/heap"
 
-// timer holds the deadlines of one lock: the timeout of its queued request or
-// conversion, and the expiry of its TTL. Only locks that use one have a
-// timer, so most locks pay nothing for the feature.
+// timer holds what only some locks need: the deadlines of one lock (the
+// timeout of its queued request or conversion, the expiry of its TTL), and,
+// while the lock has a request or conversion queued, that request's identity
+// for deadlock detection (see waitfor.go). Only locks that use one of these
+// have a timer, so most locks pay nothing for them; a lock that only queued
+// gives its timer up when the request leaves the queue.
 type timer struct {
 	lock     *lock
 	deadline Tick // queued request fails at this tick; 0 = none
 	expires  Tick // granted lock is released at this tick; 0 = none
 	ttl      Tick
 	index    int // position in the heap, -1 when not in it
+
+	// While a request is queued: its generation (unique in the table, never
+	// 0; it tells this queued request from any other request of the same
+	// lock), the tick it was queued at, and its place on the table's list of
+	// queued requests, oldest first. All zero otherwise.
+	gen          uint64
+	since        Tick
+	qprev, qnext *timer
 }
 
 // at is the earliest tick at which the timer has something to do, 0 if none.

@@ -29,14 +29,14 @@
 //   - Decoding allocates at most a small multiple of the frame size: strings
 //     (bounded by the frame), a Renew's id slice (8 bytes per id, and each
 //     id takes at least one byte of the frame, bounded by Limits.MaxRenew),
-//     and the slices of structs of the recovery messages (a view's members,
-//     a report's locks and resources, nested in a MasterReport). An element
-//     of those takes at least its array header and a byte per field, and a
-//     count the remaining bytes cannot hold at that rate is refused before
-//     the slice is made: the widest per byte, a ReportedResource, costs 80
-//     bytes for at least 6. Their counts are bounded too, by MaxMembers,
-//     Limits.MaxReport and, for all the queued locks of a MasterReport,
-//     Limits.MaxQueued.
+//     and the slices of structs of the recovery and deadlock messages (a
+//     view's members, a report's locks and resources, nested in a
+//     MasterReport, wait-for edges). An element of those takes at least its
+//     array header and a byte per field, and a count the remaining bytes
+//     cannot hold at that rate is refused before the slice is made: the
+//     widest per byte, a ReportedResource, costs 80 bytes for at least 6.
+//     Their counts are bounded too, by MaxMembers, Limits.MaxReport, for all
+//     the queued locks of a MasterReport Limits.MaxQueued, and MaxEdges.
 //   - Every decoded message is validated (Message.Validate) before Decode
 //     returns it; AppendFrame validates before encoding, so a node never sends
 //     a message its peer would refuse (a refused message would cost the whole
@@ -74,6 +74,12 @@
 // is answered by a HeartbeatAck, a Propose by a Promise, a LockReport or
 // MasterReport by an Ack; Commit, RecoveryStatus and RecoveryPhase are
 // one-way. Views list their members sorted by name (SortMembers).
+//
+// Deadlock detection across nodes: a DeadlockReport (one-way) carries a
+// node's long wait-for edges to the detector; a DeadlockConfirm request asks
+// a master whether edges it reported still hold, answered by a
+// DeadlockConfirmed; a DeadlockFail (one-way) asks a master to fail the
+// request chosen to break a cycle.
 //
 // # Adding a message type
 //

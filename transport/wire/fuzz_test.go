@@ -35,6 +35,8 @@ func allocPerByte(t Type) int {
 			per(unsafe.Sizeof(QueuedLock{}), queuedLockFields)) // 24 / 5
 	case TypePropose, TypeCommit:
 		worst = per(unsafe.Sizeof(ViewMember{}), viewMemberFields) // 24 / 3
+	case TypeDeadlockReport, TypeDeadlockConfirm:
+		worst = per(unsafe.Sizeof(WaitEdge{}), waitEdgeFields) // 96 / 13
 	default:
 		return 8
 	}
@@ -218,4 +220,20 @@ func FuzzDecodeLockReport(f *testing.F) {
 
 func FuzzDecodeMasterReport(f *testing.F) {
 	fuzzTarget(f, "FuzzDecodeMasterReport", bodySeeds(TypeMasterReport), decodeBodyOf(TypeMasterReport))
+}
+
+func FuzzDecodeDeadlockReport(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeDeadlockReport", bodySeeds(TypeDeadlockReport), decodeBodyOf(TypeDeadlockReport))
+}
+
+func FuzzDecodeDeadlockConfirm(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeDeadlockConfirm", bodySeeds(TypeDeadlockConfirm), decodeBodyOf(TypeDeadlockConfirm))
+}
+
+func FuzzDecodeDeadlockConfirmed(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeDeadlockConfirmed", bodySeeds(TypeDeadlockConfirmed), decodeBodyOf(TypeDeadlockConfirmed))
+}
+
+func FuzzDecodeDeadlockFail(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeDeadlockFail", bodySeeds(TypeDeadlockFail), decodeBodyOf(TypeDeadlockFail))
 }

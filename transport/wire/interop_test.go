@@ -113,6 +113,35 @@ type libLockReport struct {
 	Locks     []libReportedLock
 }
 
+type libWaitEdge struct {
+	_msgpack     struct{} `msgpack:",as_array"`
+	Lockspace    string
+	Resource     string
+	Mode         uint8
+	WaiterNode   uint32
+	WaiterLock   uint64
+	WaiterOwner  uint64
+	WaiterGen    uint64
+	Kind         uint8
+	BlockerNode  uint32
+	BlockerLock  uint64
+	BlockerOwner uint64
+	Stamp        uint64
+}
+
+type libDeadlockReport struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Epoch    uint64
+	Seq      uint64
+	Edges    []libWaitEdge
+}
+
+type libDeadlockConfirmed struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Epoch    uint64
+	Held     []bool
+}
+
 func TestBodiesAreStandardMsgpack(t *testing.T) {
 	cases := []struct {
 		ours Message
@@ -162,6 +191,22 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 				}},
 			}},
 			func() any { return new(libMasterReport) },
+		},
+		{
+			&DeadlockReport{Epoch: 5, Seq: 1 << 33, Edges: []WaitEdge{
+				{Lockspace: "fs1", Resource: "r", Mode: modes.EX, WaiterNode: 1 << 31, WaiterLock: 9, WaiterOwner: 1 << 40, WaiterGen: 3,
+					Kind: BlockAhead, BlockerNode: 2, BlockerLock: 10, BlockerOwner: 7, Stamp: 2},
+			}},
+			&libDeadlockReport{Epoch: 5, Seq: 1 << 33, Edges: []libWaitEdge{
+				{Lockspace: "fs1", Resource: "r", Mode: uint8(modes.EX), WaiterNode: 1 << 31, WaiterLock: 9, WaiterOwner: 1 << 40, WaiterGen: 3,
+					Kind: BlockAhead, BlockerNode: 2, BlockerLock: 10, BlockerOwner: 7, Stamp: 2},
+			}},
+			func() any { return new(libDeadlockReport) },
+		},
+		{
+			&DeadlockConfirmed{Epoch: 5, Held: []bool{true, false}},
+			&libDeadlockConfirmed{Epoch: 5, Held: []bool{true, false}},
+			func() any { return new(libDeadlockConfirmed) },
 		},
 	}
 	for _, c := range cases {

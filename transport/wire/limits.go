@@ -22,6 +22,15 @@ const (
 	// MaxPhase is the highest recovery phase (RecoveryStatus, RecoveryPhase).
 	// Phases are numbered from 1.
 	MaxPhase = 8
+	// MaxEdges is the most wait-for edges one DeadlockReport or
+	// DeadlockConfirm carries, and the most answers one DeadlockConfirmed
+	// carries. It is fixed, not a Limits field, because the detector
+	// confirms an edge with the node that reported it: every node must
+	// accept as many edges as any other may report. A node with more
+	// long-waiting edges than that reports the oldest waits (see dlm). A
+	// report of MaxEdges edges with long names may still exceed MaxFrame;
+	// the sender caps its reports by size as well.
+	MaxEdges = 1024
 	// HeaderSize is the frame header after the length prefix: version, type
 	// and request id.
 	HeaderSize = 1 + 1 + 8

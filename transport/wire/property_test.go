@@ -92,8 +92,43 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 				rs = nil
 			}
 			return &MasterReport{Epoch: epoch, Lockspace: ls, LastToken: rapid.Uint64().Draw(t, "last"), Resources: rs}
+		case TypeDeadlockReport:
+			edges := rapid.SliceOfN(genWaitEdge(l), 0, 30).Draw(t, "edges")
+			if len(edges) == 0 {
+				edges = nil
+			}
+			return &DeadlockReport{Epoch: epoch, Seq: rapid.Uint64().Draw(t, "seq"), Edges: edges}
+		case TypeDeadlockConfirm:
+			return &DeadlockConfirm{Epoch: epoch, Edges: rapid.SliceOfN(genWaitEdge(l), 1, 30).Draw(t, "edges")}
+		case TypeDeadlockConfirmed:
+			return &DeadlockConfirmed{Epoch: epoch, Held: rapid.SliceOfN(rapid.Bool(), 1, 300).Draw(t, "held")}
+		case TypeDeadlockFail:
+			return &DeadlockFail{Epoch: epoch, Lockspace: ls, Resource: res, Node: rapid.Uint32().Draw(t, "node"), Lock: lock,
+				Gen: rapid.Uint64Min(1).Draw(t, "gen"), Detail: rapid.StringN(0, MaxErr, MaxErr).Filter(func(s string) bool { return len(s) <= MaxErr }).Draw(t, "detail")}
 		}
 		panic("genMessage: no generator for a type")
+	})
+}
+
+// genWaitEdge draws a valid wait-for edge: a waiter that is not its own
+// blocker, and a request generation for a blocker queued ahead.
+func genWaitEdge(l Limits) *rapid.Generator[WaitEdge] {
+	return rapid.Custom(func(t *rapid.T) WaitEdge {
+		e := WaitEdge{
+			Lockspace: genName(MaxLockspace).Draw(t, "lockspace"), Resource: genName(l.MaxName).Draw(t, "resource"), Mode: genMode().Draw(t, "mode"),
+			WaiterNode: rapid.Uint32().Draw(t, "wnode"), WaiterLock: genLock().Draw(t, "wlock"), WaiterOwner: rapid.Uint64().Draw(t, "wowner"),
+			WaiterGen: rapid.Uint64Min(1).Draw(t, "wgen"), Kind: rapid.Uint8Range(BlockHolder, BlockAhead).Draw(t, "kind"),
+			BlockerNode: rapid.Uint32().Draw(t, "bnode"), BlockerLock: genLock().Draw(t, "block"), BlockerOwner: rapid.Uint64().Draw(t, "bowner"),
+		}
+		if e.Kind == BlockAhead {
+			e.Stamp = rapid.Uint64Min(1).Draw(t, "gen")
+		} else {
+			e.Stamp = rapid.Uint64().Draw(t, "token")
+		}
+		if e.WaiterNode == e.BlockerNode && e.WaiterLock == e.BlockerLock {
+			e.BlockerLock ^= 1 << 63
+		}
+		return e
 	})
 }
 

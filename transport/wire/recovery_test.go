@@ -290,6 +290,11 @@ func TestLimitsHoldLargestMessages(t *testing.T) {
 				Resource: res, LVB: lvb, LVBSeq: max64, LVBFlags: LVBPresent | LVBValid,
 				Locks: []QueuedLock{{Node: ^uint32(0), Lock: max64, Queue: QueueGranted, Granted: modes.EX}},
 			}}},
+			&DeadlockReport{Epoch: max64, Seq: max64, Edges: []WaitEdge{{
+				Lockspace: ls, Resource: res, Mode: modes.EX, WaiterNode: ^uint32(0), WaiterLock: max64, WaiterOwner: max64, WaiterGen: max64,
+				Kind: BlockAhead, BlockerNode: ^uint32(0) - 1, BlockerLock: max64, BlockerOwner: max64, Stamp: max64,
+			}}},
+			&DeadlockFail{Epoch: max64, Lockspace: ls, Resource: res, Node: ^uint32(0), Lock: max64, Gen: max64, Detail: strings.Repeat("d", MaxErr)},
 		}
 		for _, m := range largest {
 			if _, err := AppendFrame(nil, Header{ID: max64, Reply: true}, m, &l); err != nil {
@@ -379,7 +384,7 @@ func TestDecodeReuseLeavesNothingStale(t *testing.T) {
 // allocates almost nothing (the error text), where sizing a slice by the
 // smallest of these counts would take 24 KiB and by the largest 480 MB.
 func TestNestedBombsFailFast(t *testing.T) {
-	for _, typ := range []Type{TypeMasterReport, TypeLockReport, TypePropose, TypeCommit} {
+	for _, typ := range []Type{TypeMasterReport, TypeLockReport, TypePropose, TypeCommit, TypeDeadlockReport, TypeDeadlockConfirm, TypeDeadlockConfirmed} {
 		for name, body := range typeSeeds(typ) {
 			if !strings.HasPrefix(name, "bomb") {
 				continue

@@ -66,6 +66,26 @@ func samples() []Message {
 			{Resource: "empty", LVBFlags: LVBValid},
 			{Resource: long, LVBFlags: LVBPresent, Locks: []QueuedLock{{Node: 3, Lock: 1, Queue: QueueWaiting}}},
 		}},
+		// deadlock detection (appended too)
+		&DeadlockReport{Epoch: 13, Seq: 7, Edges: sampleEdges()},
+		&DeadlockReport{Epoch: ^uint64(0), Seq: ^uint64(0)},
+		&DeadlockConfirm{Epoch: 13, Edges: sampleEdges()[:1]},
+		&DeadlockConfirmed{Epoch: 13, Held: []bool{true, false, true}},
+		&DeadlockFail{Epoch: 13, Lockspace: "fs1", Resource: "inode/42", Node: 1 << 31, Lock: 7, Gen: 3, Detail: "cycle of 2 owners"},
+		&DeadlockFail{Epoch: ^uint64(0), Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Node: ^uint32(0), Lock: ^uint64(0), Gen: ^uint64(0), Detail: strings.Repeat("d", MaxErr)},
+	}
+}
+
+// sampleEdges are wait-for edges with edge values: a holder blocker with
+// owners, one queued ahead, and the widest of each field.
+func sampleEdges() []WaitEdge {
+	return []WaitEdge{
+		{Lockspace: "fs1", Resource: "inode/42", Mode: modes.EX, WaiterNode: 1, WaiterLock: 7, WaiterOwner: 1<<32 | 1, WaiterGen: 3,
+			Kind: BlockHolder, BlockerNode: 2, BlockerLock: 9, BlockerOwner: 2<<32 | 1, Stamp: 1<<48 | 17},
+		{Lockspace: "fs1", Resource: "inode/42", Mode: modes.PR, WaiterNode: 3, WaiterLock: 1, WaiterGen: 4,
+			Kind: BlockAhead, BlockerNode: 1, BlockerLock: 7, BlockerOwner: 1<<32 | 1, Stamp: 3},
+		{Lockspace: strings.Repeat("l", MaxLockspace), Resource: strings.Repeat("r", 256), Mode: modes.NL, WaiterNode: ^uint32(0), WaiterLock: ^uint64(0),
+			WaiterOwner: ^uint64(0), WaiterGen: ^uint64(0), Kind: BlockHolder, BlockerNode: ^uint32(0), BlockerLock: 1, BlockerOwner: ^uint64(0)},
 	}
 }
 
@@ -171,6 +191,28 @@ func typeSeeds(t Type) map[string][]byte {
 			"bomb-members": cat([]byte{0x94, 1, 0xa1, 'c', 0}, bomb),
 			"unsorted":     {0x94, 1, 0xa1, 'c', 0, 0x92, 0x92, 0xa1, 'b', 1, 0x92, 0xa1, 'a', 1},
 			"duplicate":    {0x94, 1, 0xa1, 'c', 0, 0x92, 0x92, 0xa1, 'a', 1, 0x92, 0xa1, 'a', 2},
+		}
+	case TypeDeadlockReport:
+		head := []byte{0x93, 1, 1}
+		return map[string][]byte{
+			"bomb-edges":             cat(head, bomb),
+			"bomb-edges-1-byte-each": cat(head, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+			"over-max-edges":         (&DeadlockReport{Epoch: 1, Edges: manyEdges(MaxEdges + 1)}).appendBody(nil),
+			"edge-waits-for-itself":  cat(head, []byte{0x91, 0x9c, 0xa1, 'l', 0xa1, 'r', 5, 1, 1, 0, 1, 1, 1, 1, 0, 0}),
+			"edge-kind-0":            cat(head, []byte{0x91, 0x9c, 0xa1, 'l', 0xa1, 'r', 5, 1, 1, 0, 1, 0, 2, 1, 0, 0}),
+		}
+	case TypeDeadlockConfirm:
+		head := []byte{0x92, 1}
+		return map[string][]byte{
+			"bomb-edges":             cat(head, bomb),
+			"bomb-edges-1-byte-each": cat(head, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+			"no-edges":               cat(head, []byte{0x90}),
+		}
+	case TypeDeadlockConfirmed:
+		return map[string][]byte{
+			"bomb-held":     cat([]byte{0x92, 1}, bomb),
+			"over-max-held": (&DeadlockConfirmed{Epoch: 1, Held: make([]bool, MaxEdges+1)}).appendBody(nil),
+			"held-not-bool": {0x92, 1, 0x91, 1},
 		}
 	case TypeCommit:
 		return map[string][]byte{

@@ -36,8 +36,15 @@ const (
 	TypeLockReport     Type = 18
 	TypeMasterReport   Type = 19
 
+	// Deadlock detection across nodes: wait-for edges, their confirmation
+	// and the failure of a victim.
+	TypeDeadlockReport    Type = 20
+	TypeDeadlockConfirm   Type = 21
+	TypeDeadlockConfirmed Type = 22
+	TypeDeadlockFail      Type = 23
+
 	// typeEnd is one past the last type; arrays indexed by Type use it.
-	typeEnd Type = 20
+	typeEnd Type = 24
 )
 
 // NumTypes is the size of an array indexed by Type.
@@ -88,6 +95,14 @@ func newMessage(t Type) Message {
 		return new(LockReport)
 	case TypeMasterReport:
 		return new(MasterReport)
+	case TypeDeadlockReport:
+		return new(DeadlockReport)
+	case TypeDeadlockConfirm:
+		return new(DeadlockConfirm)
+	case TypeDeadlockConfirmed:
+		return new(DeadlockConfirmed)
+	case TypeDeadlockFail:
+		return new(DeadlockFail)
 	}
 	return nil
 }
