@@ -833,3 +833,42 @@ func TestDeadlockDetectorDiesMidway(t *testing.T) {
 		mustUnlock(t, []*Lock{hA, hB}[1-i])
 	})
 }
+
+// The same two-owner cycle over real loopback TCP with real time: the
+// reports, confirmations and the failure travel the links, and exactly one
+// owner is failed.
+func TestDeadlockOverTCP(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	c := startTCP(t, 3, func(cfg *Config) { cfg.DeadlockWait = wait })
+	defer c.close()
+	rA, rB := c.resourceOn(0, "tcp-a"), c.resourceOn(1, "tcp-b")
+	oA, oB := c.ls[0].NewOwner(), c.ls[1].NewOwner()
+	held := []*Lock{mustOwnerLock(t, oA, rA, modes.EX), mustOwnerLock(t, oB, rB, modes.EX)}
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	waits := []<-chan lockResult{lockAsync(ctx, oA, rB, modes.EX), lockAsync(ctx, oB, rA, modes.EX)}
+	c.settle(func() bool { return c.queued(rA, 1)() && c.queued(rB, 1)() })
+	formed := time.Now()
+
+	i, r := firstOf(20*time.Second, waits...)
+	if i < 0 {
+		t.Fatal("no victim within 20s")
+	}
+	t.Logf("victim %d after %v (DeadlockWait %v): %v", i, time.Since(formed), wait, r.err)
+	if !errors.Is(r.err, ErrDeadlock) || !strings.Contains(r.err.Error(), "cycle") {
+		t.Fatalf("first outcome: %v, want a cycle's ErrDeadlock", r.err)
+	}
+	if !pending(waits[1-i]) {
+		t.Fatal("both requests ended")
+	}
+	mustUnlock(t, held[i])
+	got := <-waits[1-i]
+	if got.err != nil {
+		t.Fatalf("after the victim let go: %v", got.err)
+	}
+	mustUnlock(t, got.lk)
+	mustUnlock(t, held[1-i])
+	if n := c.cycleDeadlocks(); n != 1 {
+		t.Fatalf("%v cycles counted, want 1", n)
+	}
+}
