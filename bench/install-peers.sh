@@ -60,6 +60,6 @@ done
 
 echo "peers installed:"
 redis-server --version
-etcd --version | head -1
+etcd --version | awk 'NR == 1' # reads it all: head could SIGPIPE etcd, fatal under pipefail
 ls /usr/share/java/zookeeper.jar
-java -version 2>&1 | head -1
+java -version 2>&1 | awk 'NR == 1'
