@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/bench/statusline"
 	"github.com/seed-a6839e30/dlm/bench/workload"
 )
 
@@ -14,8 +14,7 @@ import (
 // terminal, and on other outputs (CI logs) only when the phase changes or
 // every plainEvery, so logs stay short.
 type progress struct {
-	w          io.Writer
-	tty        bool
+	line       *statusline.Line
 	plainEvery time.Duration
 	now        func() time.Time
 
@@ -26,11 +25,10 @@ type progress struct {
 	lastAt    time.Duration
 	lastCyc   uint64
 	rate      float64
-	width     int // of the line on screen, to blank it
 }
 
 func newProgress(w io.Writer, tty bool) *progress {
-	return &progress{w: w, tty: tty, plainEvery: 5 * time.Second, now: time.Now}
+	return &progress{line: statusline.New(w, tty), plainEvery: 5 * time.Second, now: time.Now}
 }
 
 // start announces step n of total.
@@ -51,42 +49,20 @@ func (p *progress) update(s workload.Progress) {
 	p.lastAt, p.lastCyc = s.Elapsed, s.Cycles
 	line := fmt.Sprintf("%s %s %s: %s %.1fs/%s, %d cycles (%.0f/s), %d errors",
 		p.step, s.System, s.Workload, s.Phase, s.Elapsed.Seconds(), s.Duration, s.Cycles, p.rate, s.Errors)
-	if p.tty {
-		p.rewrite(line)
+	if p.line.TTY() {
+		p.line.Set(line)
 		return
 	}
 	now := p.now()
 	if s.Phase != p.lastPhase || now.Sub(p.lastPrint) >= p.plainEvery {
-		fmt.Fprintln(p.w, line)
+		p.line.Println(line)
 		p.lastPrint = now
 	}
 	p.lastPhase = s.Phase
 }
 
-// rewrite replaces the line on screen.
-func (p *progress) rewrite(line string) {
-	pad := max(0, p.width-len(line))
-	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
-	p.width = len(line)
-}
-
 // println prints a message on its own line, clearing any status line.
-func (p *progress) println(msg string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty && p.width > 0 {
-		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
-		p.width = 0
-	}
-	fmt.Fprintln(p.w, msg)
-}
+func (p *progress) println(msg string) { p.line.Println(msg) }
 
 // done ends the status line.
-func (p *progress) done() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty && p.width > 0 {
-		fmt.Fprintln(p.w)
-		p.width = 0
-	}
-}
+func (p *progress) done() { p.line.Done() }

@@ -177,7 +177,7 @@ func runWith(e env, args []string, stdout, stderr io.Writer) int {
 			rep.Problems = append(rep.Problems, err.Error())
 		}
 	}
-	p.done()
+	p.Done()
 	rep.LoadEnd = host.LoadAverage()
 	rep.Benchmarks, rep.Ratios = summarise(sel, r.module, results)
 	code := 0

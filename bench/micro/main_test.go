@@ -414,8 +414,8 @@ func TestProgressTerminalRewritesOneLine(t *testing.T) {
 	w := newWatcher("[3/4] ./dlm/", 3, p)
 	w.Write([]byte("BenchmarkTCPPingPong-2 \t"))
 	w.Write([]byte(" 1000\t 5020 ns/op\nBenchmarkTCPPingPong-2 \t"))
-	p.println("note")
-	p.done()
+	p.Println("note")
+	p.Done()
 	s := out.String()
 	if strings.Count(s, "\n") != 1 || !strings.HasPrefix(s, "\r[3/4] ./dlm/ BenchmarkTCPPingPong-2 run 1/3…") ||
 		!strings.Contains(s, "run 2/3… (last: BenchmarkTCPPingPong-2 5020 ns/op)") || !strings.HasSuffix(s, "\rnote\n") {

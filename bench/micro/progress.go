@@ -6,59 +6,17 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
-	"unicode/utf8"
+
+	"github.com/seed-a6839e30/dlm/bench/statusline"
 )
 
 // progress shows on stderr what is running, in bench/compare's manner: on a
 // terminal one status line rewritten in place, naming the benchmark that is
 // running now; on other outputs (CI logs) one line per finished run, so that
 // a log has no carriage returns and stays short.
-type progress struct {
-	w   io.Writer
-	tty bool
+type progress = statusline.Line
 
-	mu    sync.Mutex
-	width int // of the status line on screen, to blank it
-}
-
-func newProgress(w io.Writer, tty bool) *progress {
-	return &progress{w: w, tty: tty}
-}
-
-// status replaces the status line; only a terminal has one.
-func (p *progress) status(line string) {
-	if !p.tty {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := utf8.RuneCountInString(line)
-	pad := max(0, p.width-n)
-	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
-	p.width = n
-}
-
-// println prints a message on its own line, clearing any status line.
-func (p *progress) println(msg string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty && p.width > 0 {
-		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
-		p.width = 0
-	}
-	fmt.Fprintln(p.w, msg)
-}
-
-// done ends the status line.
-func (p *progress) done() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty && p.width > 0 {
-		fmt.Fprintln(p.w)
-		p.width = 0
-	}
-}
+func newProgress(w io.Writer, tty bool) *progress { return statusline.New(w, tty) }
 
 // watcher is the stdout and stderr of one go test: it keeps all the output
 // for the parser and for error messages, and reports progress as it comes.
@@ -101,7 +59,7 @@ func (w *watcher) Write(b []byte) (int, error) {
 		if w.last != "" {
 			s += " (last: " + w.last + ")"
 		}
-		w.p.status(s)
+		w.p.Set(s)
 	}
 	return n, nil
 }
@@ -115,18 +73,18 @@ func (w *watcher) lineDone(line string) {
 			w.runs[f[0]]++
 			w.last = f[0] + " " + f[2] + " " + f[3]
 			msg := fmt.Sprintf("%s %s run %d/%d: %s %s", w.prefix, f[0], w.runs[f[0]], w.count, f[2], f[3])
-			if w.p.tty {
-				w.p.status(msg)
+			if w.p.TTY() {
+				w.p.Set(msg)
 			} else {
-				w.p.println(msg)
+				w.p.Println(msg)
 			}
 			return
 		}
 	}
 	if i := strings.Index(line, "--- FAIL"); i >= 0 {
-		w.p.println(w.prefix + " " + line[i:])
+		w.p.Println(w.prefix + " " + line[i:])
 	} else if strings.HasPrefix(line, "panic:") {
-		w.p.println(w.prefix + " " + line)
+		w.p.Println(w.prefix + " " + line)
 	}
 }
 

@@ -69,8 +69,8 @@ func modulePath(gomod string) (string, error) {
 // their own that is signalled as a whole on cancel, since stopping only the
 // go command would leave the benchmark running.
 func (r *runner) run(ctx context.Context, prefix string, c command, count int) ([]result, []string, error) {
-	r.p.println(prefix + " " + c.String())
-	r.p.status(prefix + " building…")
+	r.p.Println(prefix + " " + c.String())
+	r.p.Set(prefix + " building…")
 	w := newWatcher(prefix, count, r.p)
 	cmd := exec.CommandContext(ctx, r.goBin, c.Args...)
 	cmd.Dir = r.dir
