@@ -193,6 +193,8 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 		reason = "this node (this boot) is not a member of the proposal"
 	case p.PrevEpoch < m.committed.Epoch && !m.evicted && !m.committed.Has(from):
 		reason = "the proposer is behind and not a member of this node's view"
+	case m.dropsLiveMemberLocked(v):
+		reason = "the proposal drops a member this node sees up"
 	}
 	evicted := false
 	if reason == "" {
@@ -208,6 +210,23 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 		m.host.LeaseLost(true)
 	}
 	return pr
+}
+
+// dropsLiveMemberLocked reports whether v leaves out a member of this
+// node's committed view that membership here says is up, in the same boot.
+// After a partition heals, memberlist on the nodes that were cut off may
+// report dead, for a while, nodes that are up; once such a node
+// coordinates again, its proposals would evict them. Refusing waits for
+// membership to agree instead: when a node really fails, every survivor's
+// memberlist marks it dead within a gossip round or two of the first (the
+// dead message is broadcast), and the coordinator's retry carries the view.
+func (m *Manager) dropsLiveMemberLocked(v View) bool {
+	for _, mem := range m.committed.Members {
+		if mem != m.self && !v.Has(mem) && m.alive[mem.Name] == mem.BootID {
+			return true
+		}
+	}
+	return false
 }
 
 // onCommit installs a committed view and starts its recovery.

@@ -29,7 +29,13 @@
 // to a lower-named node that runs the boot recorded in the view, so a
 // restarted node, whose proposals the others refuse, does not stall the
 // view. The refused node learns from heartbeat acknowledgements that it
-// was left out and the current view's coordinator adds it back.
+// was left out and the current view's coordinator adds it back. Once added
+// back it may coordinate again with its memberlist still stale, so a third
+// rule: a node refuses a proposal that leaves out a member of its committed
+// view that its own membership sees up in the same boot. A node that really
+// failed is marked dead by every survivor within a gossip round or two of
+// the first (memberlist broadcasts the death), so this costs a real failure
+// at most a proposal retry; a flap after a heal costs nothing.
 //
 // A node that finds views were agreed without it (a peer in a newer view
 // says it is not a member, or a proposal's previous epoch is newer than its

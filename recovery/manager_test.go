@@ -311,6 +311,38 @@ func TestStaleProposerIsRefused(t *testing.T) {
 	})
 }
 
+// A proposal that leaves out a member this node sees up is refused: after
+// a heal, the node that was cut off may still think the others dead. Once
+// membership here says the member is down (or up in another boot), the
+// same view is promised.
+func TestProposalDroppingLiveMemberIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCluster(t, []string{"a", "b", "c"}, nil, nil)
+		defer c.close()
+		h := &fakeHost{}
+		cfg := DefaultConfig()
+		cfg.Name, cfg.BootID, cfg.Members = "b", 7, []string{"a", "b", "c"}
+		m, _ := New(cfg, fakeLinks{c.net, "b"}, h)
+		m.committed = View{Epoch: 3, Coordinator: "a", Members: []Member{{"a", 1}, {"b", 7}, {"c", 3}}}
+		m.alive = map[string]uint64{"a": 1, "b": 7, "c": 3}
+		ab := []wire.ViewMember{{Name: "a", BootID: 1}, {Name: "b", BootID: 7}}
+		pr := m.promise(Member{"a", 1}, &wire.Propose{Epoch: 4, PrevEpoch: 3, Coordinator: "a", Members: ab})
+		if pr.OK || m.promised != 0 || pr.Reason == "" {
+			t.Fatalf("proposal dropping c, which b sees up: promise %+v, promised %d", pr, m.promised)
+		}
+		m.alive["c"] = 4 // c restarted: the old boot is gone
+		pr = m.promise(Member{"a", 1}, &wire.Propose{Epoch: 5, PrevEpoch: 3, Coordinator: "a", Members: ab})
+		if !pr.OK || m.promised != 5 {
+			t.Fatalf("proposal dropping c's old boot: promise %+v, promised %d", pr, m.promised)
+		}
+		delete(m.alive, "c")
+		pr = m.promise(Member{"a", 1}, &wire.Propose{Epoch: 6, PrevEpoch: 3, Coordinator: "a", Members: ab})
+		if !pr.OK || m.promised != 6 || h.evicted != 0 {
+			t.Fatalf("proposal dropping c, down: promise %+v, promised %d, evictions %d", pr, m.promised, h.evicted)
+		}
+	})
+}
+
 func TestLeaseNeedsQuorumOfMemberAcks(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Name, cfg.BootID, cfg.Members = "a", 1, []string{"a", "b", "c", "d", "e"}
