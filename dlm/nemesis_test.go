@@ -147,9 +147,25 @@ func (n *nemesis) startClient(id, node int, seed uint64) {
 	n.mu.Lock()
 	n.clients[node] = append(n.clients[node], id)
 	n.mu.Unlock()
-	n.wg.Add(1)
+	// The client's watcher records the moment the node tells the client
+	// that the lock it holds is lost. One per client rather than one per
+	// lock: the race runtime's failures under synctest (golang/go#78156)
+	// grow with the goroutines a process starts and ends.
+	watch := make(chan watched)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
+		for w := range watch {
+			select {
+			case <-w.lk.Lost():
+				n.h.Lost(id, name, w.res)
+			case <-w.released:
+			}
+		}
+	}()
+	go func() {
+		defer n.wg.Done()
+		defer close(watch)
 		for {
 			select {
 			case <-n.stop:
@@ -159,14 +175,21 @@ func (n *nemesis) startClient(id, node int, seed uint64) {
 			if n.isDead(node) || n.node(node) == nil {
 				return
 			}
-			n.cycle(id, name, node, ls, rng)
+			n.cycle(id, name, node, ls, rng, watch)
 		}
 	}()
 }
 
+// watched is a held lock for a client's watcher, until released is closed.
+type watched struct {
+	lk       *Lock
+	res      string
+	released chan struct{}
+}
+
 var nemesisModes = []modes.Mode{modes.EX, modes.EX, modes.EX, modes.PW, modes.PR, modes.PR, modes.CR, modes.CW}
 
-func (n *nemesis) cycle(id int, name string, node int, ls *Lockspace, rng *rand.Rand) {
+func (n *nemesis) cycle(id int, name string, node int, ls *Lockspace, rng *rand.Rand, watch chan<- watched) {
 	res := n.resources[rng.IntN(len(n.resources))]
 	mode := nemesisModes[rng.IntN(len(nemesisModes))]
 	op := n.h.Acquire(id, name, res, mode)
@@ -187,15 +210,7 @@ func (n *nemesis) cycle(id int, name string, node int, ls *Lockspace, rng *rand.
 	n.progress[id] = time.Now()
 	n.mu.Unlock()
 	released := make(chan struct{})
-	n.wg.Add(1)
-	go func() { // the moment the node tells this holder its lock is lost
-		defer n.wg.Done()
-		select {
-		case <-lk.Lost():
-			n.h.Lost(id, name, res)
-		case <-released:
-		}
-	}()
+	watch <- watched{lk, res, released}
 	if modes.Stronger(mode, modes.CW) || mode == modes.PW {
 		n.write(id, name, res, lk, false)
 	}
