@@ -344,7 +344,11 @@ func (n *Node) tickLoop() {
 
 // Close releases every lock this node holds or waits for, leaves the
 // cluster and stops every goroutine the node started. Locks the caller
-// still holds report ErrClosed, and their Lost channels close.
+// still holds report ErrClosed, and their Lost channels close. One
+// goroutine of memberlist's may outlive Close briefly: its prober, if a
+// probe was in flight, ends when that probe's wait does (at most the probe
+// interval times memberlist's awareness multiplier, 1.6 s with the default
+// timing); it only waits, and touches nothing of the node.
 func (n *Node) Close() error {
 	if n.closed.Swap(true) {
 		return nil

@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/seed-a6839e30/dlm/bench/lockbench"
 	"github.com/seed-a6839e30/dlm/bench/workload"
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestCatalog(t *testing.T) {
 	typ := reflect.TypeFor[catalog]()

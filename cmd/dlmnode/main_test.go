@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/seed-a6839e30/dlm/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // TestDemoJSON runs a short coupon scenario end to end and checks the JSON
 // report: every coupon issued once, none over.

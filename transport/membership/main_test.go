@@ -3,7 +3,7 @@ package membership_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/seed-a6839e30/dlm/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
