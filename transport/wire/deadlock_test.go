@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -90,19 +89,7 @@ func invalidDeadlockMessages() []invalidCase {
 func TestDeadlockMessagesRefuseInvalid(t *testing.T) {
 	queued := mustFrame(t, Header{}, &Ping{})
 	for _, c := range invalidDeadlockMessages() {
-		l := DefaultLimits()
-		out, err := AppendFrame(queued, Header{}, c.m, &l)
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: AppendFrame: %v, want ErrInvalid", c.name, err)
-		}
-		if len(out) != len(queued) {
-			t.Errorf("%s: buffer grew to %d bytes on error", c.name, len(out))
-		}
-		payload := rawPayload(Version, byte(c.m.Type()), 0, c.m.appendBody(nil))
-		_, m, err := NewDecoder(l).Decode(payload)
-		if !errors.Is(err, ErrInvalid) || m != nil {
-			t.Errorf("%s: Decode: (%v, %v), want ErrInvalid", c.name, m, err)
-		}
+		assertRefusedBothWays(t, c.name, c.m, DefaultLimits(), queued)
 	}
 }
 

@@ -186,18 +186,27 @@ func TestRecoveryMessagesRefuseInvalid(t *testing.T) {
 		if err := l.Validate(); err != nil {
 			t.Fatalf("%s: limits: %v", c.name, err)
 		}
-		out, err := AppendFrame(queued, Header{}, c.m, &l)
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: AppendFrame: %v, want ErrInvalid", c.name, err)
-		}
-		if len(out) != len(queued) {
-			t.Errorf("%s: buffer grew to %d bytes on error", c.name, len(out))
-		}
-		payload := rawPayload(Version, byte(c.m.Type()), 0, c.m.appendBody(nil))
-		_, m, err := NewDecoder(l).Decode(payload)
-		if !errors.Is(err, ErrInvalid) || m != nil {
-			t.Errorf("%s: Decode: (%v, %v), want ErrInvalid", c.name, m, err)
-		}
+		assertRefusedBothWays(t, c.name, c.m, l, queued)
+	}
+}
+
+// assertRefusedBothWays checks that m breaks a rule under l both ways:
+// AppendFrame refuses it with ErrInvalid and leaves queued as it was, and a
+// decoder refuses its body, written without the check, with ErrInvalid and
+// no message.
+func assertRefusedBothWays(t *testing.T, name string, m Message, l Limits, queued []byte) {
+	t.Helper()
+	out, err := AppendFrame(queued, Header{}, m, &l)
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("%s: AppendFrame: %v, want ErrInvalid", name, err)
+	}
+	if len(out) != len(queued) {
+		t.Errorf("%s: buffer grew to %d bytes on error", name, len(out))
+	}
+	payload := rawPayload(Version, byte(m.Type()), 0, m.appendBody(nil))
+	_, got, err := NewDecoder(l).Decode(payload)
+	if !errors.Is(err, ErrInvalid) || got != nil {
+		t.Errorf("%s: Decode: (%v, %v), want ErrInvalid", name, got, err)
 	}
 }
 
