@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seed-a6839e30/dlm/internal/promreg"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -73,7 +74,7 @@ type metrics struct {
 	lost     prometheus.Counter
 	rebuilt  prometheus.Counter // locks restored from reports in recoveries
 	purged   prometheus.Counter // locks of removed nodes dropped in recoveries
-	collect  []prometheus.Collector
+	group    *promreg.Group     // unregistered when the node closes
 
 	// deadlocks counts the deadlocks this node broke as a master, by kind:
 	// a conversion deadlock on one resource, or a cycle across resources
@@ -126,25 +127,11 @@ func newMetrics(n *Node) (*metrics, error) {
 		m.wait[0][md] = wait.WithLabelValues(md.String(), "local")
 		m.wait[1][md] = wait.WithLabelValues(md.String(), "remote")
 	}
-	m.collect = []prometheus.Collector{req, wait, m.blocking, deadlocks, m.limits, m.lost, m.rebuilt, m.purged, held, mastered}
-	if reg := n.cfg.Registerer; reg != nil {
-		for _, c := range m.collect {
-			if err := reg.Register(c); err != nil {
-				m.unregister(reg)
-				return nil, err
-			}
-		}
+	var err error
+	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, m.limits, m.lost, m.rebuilt, m.purged, held, mastered); err != nil {
+		return nil, err
 	}
 	return m, nil
-}
-
-func (m *metrics) unregister(reg prometheus.Registerer) {
-	if reg == nil {
-		return
-	}
-	for _, c := range m.collect {
-		reg.Unregister(c)
-	}
 }
 
 func (m *metrics) count(op int, mode modes.Mode, err error) {

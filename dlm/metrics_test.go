@@ -231,3 +231,27 @@ func TestRecoveryMetrics(t *testing.T) {
 		mustUnlock(t, lk)
 	})
 }
+
+// A node restarted in the same process with the same registry starts: every
+// layer's metrics were unregistered when the first one stopped.
+func TestRestartWithSameRegistry(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		first := nodeNames(3)[0]
+		c := startMem(t, 3, func(cfg *Config) {
+			if cfg.Name == first {
+				cfg.Registerer = reg
+			}
+		})
+		defer c.close()
+		c.kill(0)
+		c.startNode(0)
+		c.waitView(3, 30*time.Second)
+		mustUnlock(t, mustLock(t, c.ls[0], c.resourceOn(1, "again"), modes.EX))
+		for _, name := range []string{"dlm_requests_total", "dlm_transport_messages_sent_total", "dlm_membership_members", "dlm_epoch"} {
+			if got := metricValue(t, reg, name, nil); got == -1 {
+				t.Errorf("%s missing after the restart", name)
+			}
+		}
+	})
+}

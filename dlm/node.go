@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/recovery"
 	"github.com/seed-a6839e30/dlm/transport"
@@ -88,7 +86,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.met = met
 	n.deadlocks = newDeadlocks(n)
 	if err := n.startLinks(); err != nil {
-		n.met.unregister(n.reg())
+		n.met.group.Unregister()
 		return nil, err
 	}
 	n.self = newMember(cfg.Name, n.links.Addr().String(), n.bootID)
@@ -96,13 +94,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.gate.init()
 	if err := n.startRecovery(); err != nil {
 		_ = n.links.Close()
-		n.met.unregister(n.reg())
+		n.met.group.Unregister()
 		return nil, err
 	}
 	if err := n.startMembership(); err != nil {
 		n.rec.Close()
 		_ = n.links.Close()
-		n.met.unregister(n.reg())
+		n.met.group.Unregister()
 		return nil, err
 	}
 	n.wg.Add(2)
@@ -143,8 +141,6 @@ func (n *Node) aliveNames() []string {
 	slices.Sort(names)
 	return names
 }
-
-func (n *Node) reg() prometheus.Registerer { return n.cfg.Registerer }
 
 func (n *Node) startLinks() error {
 	streams := n.cfg.Streams
@@ -413,7 +409,7 @@ func (n *Node) shutdown() {
 	errs = append(errs, n.links.Close())
 	close(n.closing)
 	n.wg.Wait()
-	n.met.unregister(n.reg())
+	n.met.group.Unregister()
 	if err := errors.Join(errs...); err != nil {
 		n.log.Warn("close", "err", err)
 	}

@@ -157,7 +157,7 @@ func (m *Manager) Close() {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
-	m.met.unregister(m.cfg.Registerer)
+	m.met.group.Unregister()
 }
 
 // Served returns a channel closed once the node is a member of a view whose

@@ -1,6 +1,10 @@
 package recovery
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed-a6839e30/dlm/internal/promreg"
+)
 
 type metrics struct {
 	epoch      prometheus.Gauge
@@ -10,7 +14,7 @@ type metrics struct {
 	proposals  *prometheus.CounterVec
 	resyncs    prometheus.Counter
 	phase      *prometheus.HistogramVec
-	all        []prometheus.Collector
+	group      *promreg.Group // unregistered when the Manager closes
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -31,23 +35,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "dlm_recovery_phase_seconds", Help: "Duration of recovery phases (report includes the lock-delay).",
 			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12)}, []string{"phase"}),
 	}
-	m.all = []prometheus.Collector{m.epoch, m.quorum, m.recoveries, m.evictions, m.proposals, m.resyncs, m.phase}
-	if reg != nil {
-		for _, c := range m.all {
-			if err := reg.Register(c); err != nil {
-				m.unregister(reg)
-				return nil, err
-			}
-		}
+	var err error
+	if m.group, err = promreg.Register(reg, m.epoch, m.quorum, m.recoveries, m.evictions, m.proposals, m.resyncs, m.phase); err != nil {
+		return nil, err
 	}
 	return m, nil
-}
-
-func (m *metrics) unregister(reg prometheus.Registerer) {
-	if reg == nil {
-		return
-	}
-	for _, c := range m.all {
-		reg.Unregister(c)
-	}
 }

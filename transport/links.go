@@ -335,6 +335,7 @@ func (l *Links) Close() error {
 		_ = c.conn.Close()
 	}
 	l.wg.Wait()
+	l.met.group.Unregister()
 	return err
 }
 

@@ -3,6 +3,7 @@ package transport
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seed-a6839e30/dlm/internal/promreg"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
@@ -18,6 +19,8 @@ type metrics struct {
 	reconnects          prometheus.Counter
 	writes              prometheus.Counter
 	overflows           prometheus.Counter
+
+	group *promreg.Group // unregistered when the Links close
 }
 
 const ns = "dlm_transport"
@@ -51,13 +54,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range append(wire.Reasons(), "read_error", "unexpected_hello") {
 		m.rejected[r] = rejected.WithLabelValues(r)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{sentMsgs, sentBytes, recvMsgs, recvBytes, rejected, handshake, conns, m.reconnects, m.writes, m.overflows} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	var err error
+	m.group, err = promreg.Register(reg, sentMsgs, sentBytes, recvMsgs, recvBytes, rejected, handshake, conns, m.reconnects, m.writes, m.overflows)
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }

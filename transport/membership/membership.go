@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed-a6839e30/dlm/internal/promreg"
 )
 
 // Membership is this node's view of the cluster, kept by memberlist.
@@ -54,6 +56,7 @@ func Start(cfg Config) (*Membership, error) {
 	d := &delegate{meta: meta.Encode(), clusterID: cfg.ClusterID, self: cfg.Name, q: m.q, log: log, met: met, live: m.live}
 	m.ml, err = memberlist.Create(cfg.memberlistConfig(d))
 	if err != nil {
+		met.group.Unregister()
 		return nil, fmt.Errorf("membership: %w", err)
 	}
 	ln := m.ml.LocalNode()
@@ -108,6 +111,7 @@ func (m *Membership) close(leave bool) error {
 		}
 		err = m.ml.Shutdown()
 		m.wg.Wait()
+		m.met.group.Unregister()
 	})
 	return err
 }
@@ -194,6 +198,8 @@ type metrics struct {
 	refused *prometheus.CounterVec
 	members prometheus.Gauge
 	rejoins prometheus.Counter
+
+	group *promreg.Group // unregistered when the Membership closes
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -204,12 +210,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		members: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "members", Help: "Alive members other than this node, as reported by events."}),
 		rejoins: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "seed_joins_total", Help: "Attempts to (re-)join seeds that were not alive members."}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.events, m.refused, m.members, m.rejoins} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("membership: metrics: %w", err)
-			}
-		}
+	var err error
+	if m.group, err = promreg.Register(reg, m.events, m.refused, m.members, m.rejoins); err != nil {
+		return nil, fmt.Errorf("membership: metrics: %w", err)
 	}
 	return m, nil
 }
