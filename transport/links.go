@@ -312,7 +312,8 @@ func (l *Links) Go(peer string, m wire.Message, cb func(reply wire.Message, err 
 
 // Close closes the listener, every connection and every peer. Pending calls
 // fail with ErrClosed. It returns when every goroutine of the Links has
-// ended; it must not be called from a Handler or callback.
+// ended, with its metrics unregistered; it must not be called from a
+// Handler or callback.
 func (l *Links) Close() error {
 	l.mu.Lock()
 	if l.closed {

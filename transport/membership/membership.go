@@ -93,7 +93,8 @@ func (m *Membership) Members() []Member { return m.live.members() }
 
 // Close leaves the cluster (peers see a Leave at once instead of waiting for
 // the failure detector), shuts memberlist down and stops the event and
-// rejoin goroutines. Events still queued are not delivered.
+// rejoin goroutines, and unregisters its metrics. Events still queued are
+// not delivered.
 func (m *Membership) Close() error { return m.close(true) }
 
 // Halt shuts memberlist down without a leave, as a crash would: peers find
