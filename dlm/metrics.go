@@ -63,6 +63,15 @@ const (
 
 var deadlockKindNames = [deadlockKinds]string{"conversion", "cycle"}
 
+// Outcomes of Cache.Acquire counted by dlm_cache_acquires_total.
+const (
+	cacheHit  = iota // a hold on a cached lock: no message
+	cacheMiss        // a new lock requested from the master
+	cacheResults
+)
+
+var cacheResultNames = [cacheResults]string{"hit", "miss"}
+
 // metrics are the node's Prometheus metrics (design.md §10, the parts that
 // apply without recovery). The counters of the hot path are resolved once,
 // so counting costs an atomic add, not a label lookup.
@@ -80,6 +89,8 @@ type metrics struct {
 	// a conversion deadlock on one resource, or a cycle across resources
 	// (the request failed on this node's table).
 	deadlocks [deadlockKinds]prometheus.Counter
+
+	cache [cacheResults]prometheus.Counter // Cache.Acquire outcomes
 }
 
 func newMetrics(n *Node) (*metrics, error) {
@@ -99,6 +110,12 @@ func newMetrics(n *Node) (*metrics, error) {
 	}, []string{"kind"})
 	for k := range deadlockKinds {
 		m.deadlocks[k] = deadlocks.WithLabelValues(deadlockKindNames[k])
+	}
+	cache := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_cache_acquires_total", Help: "Cache.Acquire calls by result: hit (a hold on a cached lock, no message) or miss (a new lock requested).",
+	}, []string{"result"})
+	for r := range cacheResults {
+		m.cache[r] = cache.WithLabelValues(cacheResultNames[r])
 	}
 	m.limits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dlm_limit_rejections_total", Help: "Requests refused because a configured limit was reached, by limit.",
@@ -128,7 +145,7 @@ func newMetrics(n *Node) (*metrics, error) {
 		m.wait[1][md] = wait.WithLabelValues(md.String(), "remote")
 	}
 	var err error
-	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, m.limits, m.lost, m.rebuilt, m.purged, held, mastered); err != nil {
+	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, cache, m.limits, m.lost, m.rebuilt, m.purged, held, mastered); err != nil {
 		return nil, err
 	}
 	return m, nil

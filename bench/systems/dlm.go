@@ -52,6 +52,7 @@ type DLM struct {
 	mu      sync.Mutex
 	cluster localcluster.Cluster
 	spaces  []*dlm.Lockspace
+	caches  []*dlm.Cache // one per node: its shared locks
 }
 
 // NewDLM builds the system; Start starts its nodes.
@@ -94,16 +95,22 @@ func (d *DLM) Start(ctx context.Context) error {
 		return err
 	}
 	var spaces []*dlm.Lockspace
+	var caches []*dlm.Cache
 	for _, n := range c {
 		ls, err := n.Lockspace(d.cfg.Lockspace)
 		if err != nil {
 			c.Close()
 			return err
 		}
-		spaces = append(spaces, ls)
+		cache, err := ls.NewCache(dlm.DefaultCacheConfig())
+		if err != nil {
+			c.Close()
+			return err
+		}
+		spaces, caches = append(spaces, ls), append(caches, cache)
 	}
 	d.mu.Lock()
-	d.cluster, d.spaces = c, spaces
+	d.cluster, d.spaces, d.caches = c, spaces, caches
 	d.mu.Unlock()
 	return nil
 }
@@ -111,9 +118,12 @@ func (d *DLM) Start(ctx context.Context) error {
 // Close implements lockbench.System.
 func (d *DLM) Close() error {
 	d.mu.Lock()
-	c := d.cluster
-	d.cluster, d.spaces = nil, nil
+	c, caches := d.cluster, d.caches
+	d.cluster, d.spaces, d.caches = nil, nil, nil
 	d.mu.Unlock()
+	for _, cache := range caches {
+		_ = cache.Close()
+	}
 	c.Close()
 	return nil
 }
@@ -125,18 +135,28 @@ func (d *DLM) NewClient(_ context.Context, cfg lockbench.ClientConfig) (lockbenc
 	if d.spaces == nil {
 		return nil, lockbench.ErrNotStarted
 	}
-	return &dlmClient{ls: d.spaces[cfg.ID%len(d.spaces)]}, nil
+	i := cfg.ID % len(d.spaces)
+	return &dlmClient{ls: d.spaces[i], cache: d.caches[i]}, nil
 }
 
-type dlmClient struct{ ls *dlm.Lockspace }
+// dlmClient takes exclusive locks as Locks, and shared ones as holds on
+// its node's Cache, the way a storage node shares one PR lock among its
+// readers.
+type dlmClient struct {
+	ls    *dlm.Lockspace
+	cache *dlm.Cache
+}
 
 // Lock implements lockbench.Client.
 func (c *dlmClient) Lock(ctx context.Context, resource string, mode lockbench.Mode) (lockbench.Held, error) {
-	m := modes.EX
 	if mode == lockbench.Shared {
-		m = modes.PR
+		h, err := c.cache.Acquire(ctx, resource)
+		if err != nil {
+			return nil, err
+		}
+		return dlmHold{h}, nil
 	}
-	lk, err := c.ls.Lock(ctx, resource, m)
+	lk, err := c.ls.Lock(ctx, resource, modes.EX)
 	if err != nil {
 		return nil, err
 	}
@@ -155,3 +175,15 @@ func (h dlmHeld) Fence() lockbench.Fence {
 
 // Unlock implements lockbench.Held.
 func (h dlmHeld) Unlock(context.Context) error { return h.lk.Unlock() }
+
+// dlmHold is a shared hold on a node's cached PR lock.
+type dlmHold struct{ h *dlm.Hold }
+
+// Fence implements lockbench.Held: the token of the node's shared grant
+// (fencing orders exclusive grants).
+func (h dlmHold) Fence() lockbench.Fence {
+	return lockbench.Fence{Token: h.h.Token(), Monotonic: true}
+}
+
+// Unlock implements lockbench.Held.
+func (h dlmHold) Unlock(context.Context) error { return h.h.Release() }
