@@ -50,6 +50,32 @@
 // sent them, and a callback may call the lock API. A slow callback delays
 // the others, so it should hand long work to a goroutine of its own.
 //
+// # Caching shared locks
+//
+// A Cache (Lockspace.NewCache) shares one lock per resource among this
+// node's readers, the way GFS2's glocks sit over the kernel DLM: the node
+// takes one lock in a shared mode (PR by default; CR or CW also share) at
+// the master, and every Acquire while it is granted is a Hold on it,
+// granted under one cache mutex with no message (about a seventh of a
+// local Lock). The lock stays cached when its last hold ends, up to
+// MaxIdle idle locks, so a node re-reading a resource never asks again
+// until a writer comes. Invariants:
+//
+//   - exclusion is the master's: a hold exists only while the node's lock
+//     is granted, and the lock is released only once no hold is left;
+//   - FIFO is the master's too: the blocking notification a waiting
+//     writer causes retires the cached lock, so no new hold joins it;
+//     Acquires from then on request a new lock, which the master queues
+//     behind the writer, like any request;
+//   - a retired lock is released by its last hold, or at once if idle;
+//     a lost lock (quorum, node closed) is never joined again.
+//
+// A hold is not a lock at the master: it shares the fencing token and
+// value block of the node's grant, has no TTL or conversion, and has no
+// owner that deadlock detection could follow (see Cache for what that
+// rules out). dlm_cache_acquires_total{result="hit"|"miss"} counts holds
+// taken on cached locks and locks requested.
+//
 // # Fencing tokens
 //
 // Lock.Token is a uint64 that strictly increases for every grant or

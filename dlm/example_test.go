@@ -198,3 +198,50 @@ func ExampleElection() {
 	// leader: node1
 	// leader: node2, newer token: true
 }
+
+// A node-level cache of shared locks: many readers on one node share one PR
+// lock at the master; a writer on another node retires it, waits for the
+// readers' holds to end, and the next reader queues behind the writer.
+func ExampleCache() {
+	lss, stop := cluster(2, nil)
+	defer stop()
+	ctx := context.Background()
+	cache, err := lss[0].NewCache(dlm.DefaultCacheConfig())
+	if err != nil {
+		panic(err)
+	}
+	defer cache.Close()
+
+	var holds []*dlm.Hold
+	for range 3 { // one lock at the master, three holds on it
+		h, err := cache.Acquire(ctx, "config")
+		if err != nil {
+			panic(err)
+		}
+		holds = append(holds, h)
+	}
+	fmt.Println("same grant:", holds[0].Token() == holds[2].Token())
+
+	written := make(chan uint64)
+	go func() {
+		w, err := lss[1].Lock(ctx, "config", modes.EX) // waits for the holds
+		if err != nil {
+			panic(err)
+		}
+		written <- w.Token()
+		w.Unlock()
+	}()
+	for _, h := range holds {
+		h.Release()
+	}
+	writer := <-written
+	h, err := cache.Acquire(ctx, "config") // a new grant, after the writer's
+	if err != nil {
+		panic(err)
+	}
+	defer h.Release()
+	fmt.Println("reader after writer:", h.Token() > writer)
+	// Output:
+	// same grant: true
+	// reader after writer: true
+}

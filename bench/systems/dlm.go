@@ -67,7 +67,7 @@ func NewDLM(env lockbench.Env, cfg DLMConfig) (*DLM, error) {
 func (d *DLM) Info() lockbench.Info {
 	return lockbench.Info{
 		Name:       "dlm",
-		Summary:    "VMS-mode lock manager: EX for exclusive, PR for shared; master by rendezvous hash",
+		Summary:    "VMS-mode lock manager: EX for exclusive, PR for shared (one cached PR lock per node and resource); master by rendezvous hash",
 		Servers:    d.cfg.Nodes,
 		Shared:     true,
 		Fencing:    lockbench.FencingMonotonic,
@@ -76,6 +76,7 @@ func (d *DLM) Info() lockbench.Info {
 		Notes: []string{
 			fmt.Sprintf("%d nodes in the harness's process over loopback TCP; client i is embedded in node i mod %d", d.cfg.Nodes, d.cfg.Nodes),
 			"FIFO queues: a waiter is granted in arrival order, no retry loop",
+			"shared requests are holds on the node's dlm.Cache: one PR lock at the master serves the node's readers until a writer's blocking callback retires it",
 			"the nodes' CPU counts as the harness's (no separate server processes)",
 			"ignores the TTL like the session-based peers: a lock lives until unlock or its node fails",
 		},
