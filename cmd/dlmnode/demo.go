@@ -54,6 +54,8 @@ seed document: client servers spread over the nodes receive requests at a
 fixed total rate; each request that may still win a coupon takes the EX lock
 of the event, re-reads the remaining count and issues a coupon into a store
 that refuses writes carrying a fencing token older than one it has seen.
+When the last coupon goes, requests still queued for the lock give up at
+once (sold out) instead of each taking the lock to find none left.
 
 flags:
 `)
@@ -147,6 +149,10 @@ type store struct {
 	stale     int64
 	start     time.Time
 	soldOutAt time.Duration // when the last coupon went; 0 while any is left
+	// endSale is called once, when the last coupon goes: requests still
+	// queued for the lock then give up at once (sold out) instead of
+	// each taking the lock in turn to find the count at zero.
+	endSale func()
 }
 
 func (s *store) left() int {
@@ -159,7 +165,16 @@ func (s *store) left() int {
 // the token is stale.
 func (s *store) issue(token uint64) (ok, stale bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	ok, stale = s.issueLocked(token)
+	last := ok && s.remaining == 0
+	s.mu.Unlock()
+	if last && s.endSale != nil {
+		s.endSale()
+	}
+	return ok, stale
+}
+
+func (s *store) issueLocked(token uint64) (ok, stale bool) {
 	if token < s.highest {
 		s.stale++
 		return false, true
@@ -179,7 +194,9 @@ func (s *store) issue(token uint64) (ok, stale bool) {
 const eventLock = "coupon:event_12345:lock"
 
 func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster, stderr io.Writer) (report, error) {
-	st := &store{remaining: cfg.coupons}
+	sale, endSale := context.WithCancel(ctx)
+	defer endSale()
+	st := &store{remaining: cfg.coupons, endSale: endSale}
 	var lss []*dlm.Lockspace
 	for _, n := range nodes {
 		ls, err := n.Lockspace("coupons")
@@ -204,10 +221,14 @@ func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster,
 			return
 		}
 		began := time.Since(start)
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second) // outlasts a recovery
+		lctx, cancel := context.WithTimeout(sale, 5*time.Second) // outlasts a recovery
 		lk, err := ls.Lock(lctx, eventLock, modes.EX, dlm.WithTTL(cfg.ttl))
 		cancel()
 		if err != nil {
+			if sale.Err() != nil && ctx.Err() == nil { // sold out while queued
+				soldOut.Add(1)
+				return
+			}
 			if !dead[node].Load() { // a dead node's clients died with it
 				errs.Add(1)
 			}

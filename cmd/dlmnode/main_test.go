@@ -85,3 +85,23 @@ func TestDemoKillNodeMidSale(t *testing.T) {
 		t.Fatalf("the halt did not come mid-sale: %+v", r)
 	}
 }
+
+// TestStoreEndsSaleOnce: the store ends the sale exactly when the last
+// coupon goes (so queued requests give up), never on a stale write or
+// after it.
+func TestStoreEndsSaleOnce(t *testing.T) {
+	ended := 0
+	s := &store{remaining: 2, endSale: func() { ended++ }}
+	if ok, stale := s.issue(5); !ok || stale || ended != 0 {
+		t.Fatalf("first coupon: ok %v stale %v, sale ended %d times", ok, stale, ended)
+	}
+	if ok, stale := s.issue(4); ok || !stale || ended != 0 {
+		t.Fatalf("stale token: ok %v stale %v, sale ended %d times", ok, stale, ended)
+	}
+	if ok, _ := s.issue(6); !ok || ended != 1 {
+		t.Fatalf("last coupon: ok %v, sale ended %d times", ok, ended)
+	}
+	if ok, stale := s.issue(7); ok || stale || ended != 1 || s.issued != 2 {
+		t.Fatalf("after sell-out: ok %v stale %v issued %d, sale ended %d times", ok, stale, s.issued, ended)
+	}
+}
