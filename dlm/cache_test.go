@@ -69,7 +69,7 @@ func recvWithin[T any](t testing.TB, ch <-chan T, what string) T {
 
 // masterLocks returns the locks at resource's master, by queue.
 func (c *cluster) masterLocks(resource string) (granted, waiting []master.LockState) {
-	for _, ls := range c.ls {
+	for _, ls := range c.live() {
 		if rs, ok := ls.Dump(resource); ok {
 			for _, l := range rs.Locks {
 				if l.Queue == master.QueueGranted {
@@ -466,4 +466,53 @@ func cacheStress(t *testing.T, seed uint64) {
 	if reads.Load() == 0 || writes.Load() == 0 {
 		t.Fatalf("seed %d: %d reads, %d writes", seed, reads.Load(), writes.Load())
 	}
+}
+
+// TestCacheAcrossRecovery: a cached lock whose master dies is rebuilt at
+// the new master with its holds intact (a writer still waits for them, and
+// the blocking callback still retires it); a node that dies holding a
+// cached lock lets a writer in after the lock-delay.
+func TestCacheAcrossRecovery(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 5, nil) // two die: three keep the quorum
+		defer c.close()
+		res := c.resourceOn(1, "rec")
+		c0, c3 := mustCache(t, c.ls[0], DefaultCacheConfig()), mustCache(t, c.ls[3], DefaultCacheConfig())
+		defer c0.Close()
+		h0 := mustAcquire(t, c0, res)
+		h3 := mustAcquire(t, c3, res)
+		c.kill(1) // the master
+		c.waitView(4, 10*time.Second)
+		if h0.Err() != nil || h3.Err() != nil {
+			t.Fatalf("holds lost with their master: %v, %v", h0.Err(), h3.Err())
+		}
+		again := mustAcquire(t, c0, res) // still cached: joins h0's lock
+		if again.Token() != h0.Token() {
+			t.Fatalf("token %d after remastering, want the cached %d", again.Token(), h0.Token())
+		}
+		writer := make(chan *Lock, 1)
+		go func() { writer <- mustLock(t, c.ls[2], res, modes.EX) }()
+		c.settle(c.queued(res, 1))
+		mustRelease(t, h0)
+		mustRelease(t, again)
+		select {
+		case <-writer:
+			t.Fatal("writer granted while node 3's hold lasts")
+		default:
+		}
+		start := time.Now()
+		c.kill(3) // dies holding its cached lock
+		w := recvWithin(t, writer, "writer after the reader's node died")
+		// The lock-delay runs from the survivors' last acknowledgement of the
+		// dead node's heartbeat, at most one heartbeat interval before it died.
+		rc := c.nodes[0].rec.Config()
+		if took, least := time.Since(start), rc.LockDelay()-rc.HeartbeatInterval; took < least {
+			t.Fatalf("writer granted %v after the holder died, before the lock-delay allows (%v)", took, least)
+		}
+		if w.Token() <= h3.Token() {
+			t.Fatalf("writer token %d not above the readers' %d", w.Token(), h3.Token())
+		}
+		mustUnlock(t, w)
+		c.settle(c.free(res))
+	})
 }

@@ -264,10 +264,22 @@ func (c *cluster) settle(cond func() bool) {
 	}
 }
 
+// live returns the lockspaces of the nodes still running: a killed node's
+// tables are stale.
+func (c *cluster) live() []*Lockspace {
+	var out []*Lockspace
+	for i, ls := range c.ls {
+		if c.nodes[i] != nil {
+			out = append(out, ls)
+		}
+	}
+	return out
+}
+
 // queued reports whether resource has n requests queued at its master.
 func (c *cluster) queued(resource string, n int) func() bool {
 	return func() bool {
-		for _, ls := range c.ls {
+		for _, ls := range c.live() {
 			if rs, ok := ls.Dump(resource); ok {
 				q := 0
 				for _, l := range rs.Locks {
@@ -285,7 +297,7 @@ func (c *cluster) queued(resource string, n int) func() bool {
 // free reports whether no lock is left on resource at its master.
 func (c *cluster) free(resource string) func() bool {
 	return func() bool {
-		for _, ls := range c.ls {
+		for _, ls := range c.live() {
 			if _, ok := ls.Dump(resource); ok {
 				return false
 			}
