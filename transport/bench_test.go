@@ -25,6 +25,13 @@ func benchLockRequest(lock uint64) *wire.LockRequest {
 // against, run in the same invocation: a plain TCP ping-pong over loopback.
 func BenchmarkTCPPingPong(b *testing.B) { pingpong.Bench(b) }
 
+// BenchmarkTCPPingPongTwoConns and BenchmarkTCPPingPongHandoff take the
+// ping-pong one step towards a link each (see package pingpong): the echo
+// on a second connection, then a reader goroutine handing it to the caller.
+func BenchmarkTCPPingPongTwoConns(b *testing.B) { pingpong.BenchTwoConns(b) }
+
+func BenchmarkTCPPingPongHandoff(b *testing.B) { pingpong.BenchHandoff(b) }
+
 // benchPair starts two Links over loopback TCP; b answers every lock request
 // with a granted Completion.
 func benchPair(b *testing.B) (client, server *transport.Links) {
