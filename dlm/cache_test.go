@@ -368,6 +368,10 @@ func TestCacheLostWithNode(t *testing.T) {
 		default:
 			t.Fatal("hold not lost after its node closed")
 		}
+		// The lost lock is still cached (h holds it) but is never joined.
+		if _, err := cache.Acquire(bg, res); !errors.Is(err, ErrClosed) {
+			t.Fatalf("acquire beside a lost hold: %v, want ErrClosed", err)
+		}
 		if err := h.Release(); !errors.Is(err, ErrClosed) {
 			t.Fatalf("release after close: %v, want ErrClosed", err)
 		}

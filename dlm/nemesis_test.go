@@ -74,6 +74,7 @@ type nemesis struct {
 	pause    map[int]bool // clients told to freeze while holding
 	progress map[int]time.Time
 	clients  map[int][]int // node → its current clients
+	caches   map[*Lockspace]*Cache
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	values   atomic.Int64
@@ -99,7 +100,7 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 			t: t, c: c, h: check.NewHistory(time.Now), rng: rand.New(rand.NewPCG(seed, 0x6e656d65)),
 			store: &fencedStore{highest: map[string]uint64{}}, resources: []string{"hot-a", "hot-b", "hot-c"},
 			dead: map[int]bool{}, pause: map[int]bool{}, progress: map[int]time.Time{}, stop: make(chan struct{}),
-			clients: map[int][]int{},
+			clients: map[int][]int{}, caches: map[*Lockspace]*Cache{},
 		}
 		for node := range o.nodes {
 			for k := range o.clientsPerNode {
@@ -157,7 +158,7 @@ func (n *nemesis) startClient(id, node int, seed uint64) {
 		defer n.wg.Done()
 		for w := range watch {
 			select {
-			case <-w.lk.Lost():
+			case <-w.lost:
 				n.h.Lost(id, name, w.res)
 			case <-w.released:
 			}
@@ -182,20 +183,75 @@ func (n *nemesis) startClient(id, node int, seed uint64) {
 
 // watched is a held lock for a client's watcher, until released is closed.
 type watched struct {
-	lk       *Lock
+	lost     <-chan struct{}
 	res      string
 	released chan struct{}
 }
 
+// cacheOf returns the shared-lock cache of a node's lockspace (a restarted
+// node has a new one). It keeps at most two idle locks, so that the
+// clients also see cached locks evicted.
+func (n *nemesis) cacheOf(ls *Lockspace) *Cache {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.caches[ls]
+	if c == nil {
+		var err error
+		if c, err = ls.NewCache(CacheConfig{Mode: modes.PR, MaxIdle: 2}); err != nil {
+			n.t.Fatal(err)
+		}
+		n.caches[ls] = c
+	}
+	return c
+}
+
 var nemesisModes = []modes.Mode{modes.EX, modes.EX, modes.EX, modes.PW, modes.PR, modes.PR, modes.CR, modes.CW}
+
+// held is what a cycle holds: a Lock, or a hold on its node's cache (PR
+// only, no writes).
+type held struct {
+	lk   *Lock
+	hold *Hold
+}
+
+func (h held) lost() <-chan struct{} {
+	if h.hold != nil {
+		return h.hold.Lost()
+	}
+	return h.lk.Lost()
+}
+
+func (h held) release() error {
+	if h.hold != nil {
+		return h.hold.Release()
+	}
+	return h.lk.Unlock()
+}
+
+// acquire takes mode on res: half of the PR requests as holds on the
+// node's cache, the rest as Locks.
+func (n *nemesis) acquire(op *check.Op, ls *Lockspace, res string, mode modes.Mode, rng *rand.Rand) (held, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if mode == modes.PR && rng.IntN(2) == 0 {
+		h, err := n.cacheOf(ls).Acquire(ctx, res)
+		if err == nil {
+			op.GrantedShared(modes.PR, h.Token())
+		}
+		return held{hold: h}, err
+	}
+	lk, err := ls.Lock(ctx, res, mode)
+	if err == nil {
+		op.Granted(lk.Mode(), lk.Token())
+	}
+	return held{lk: lk}, err
+}
 
 func (n *nemesis) cycle(id int, name string, node int, ls *Lockspace, rng *rand.Rand, watch chan<- watched) {
 	res := n.resources[rng.IntN(len(n.resources))]
 	mode := nemesisModes[rng.IntN(len(nemesisModes))]
 	op := n.h.Acquire(id, name, res, mode)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
-	lk, err := ls.Lock(ctx, res, mode)
-	cancel()
+	hd, err := n.acquire(op, ls, res, mode, rng)
 	if err != nil {
 		if n.isDead(node) {
 			op.Unknown()
@@ -205,12 +261,12 @@ func (n *nemesis) cycle(id int, name string, node int, ls *Lockspace, rng *rand.
 		time.Sleep(time.Duration(rng.IntN(50)+10) * time.Millisecond)
 		return
 	}
-	op.Granted(lk.Mode(), lk.Token())
 	n.mu.Lock()
 	n.progress[id] = time.Now()
 	n.mu.Unlock()
 	released := make(chan struct{})
-	watch <- watched{lk, res, released}
+	watch <- watched{hd.lost(), res, released}
+	lk := hd.lk // nil for a hold: PR, which does not write
 	if modes.Stronger(mode, modes.CW) || mode == modes.PW {
 		n.write(id, name, res, lk, false)
 	}
@@ -225,7 +281,7 @@ func (n *nemesis) cycle(id int, name string, node int, ls *Lockspace, rng *rand.
 		}
 	}
 	rop := n.h.Release(id, name, res)
-	if err := lk.Unlock(); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoQuorum) {
+	if err := hd.release(); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoQuorum) {
 		rop.Failed(err)
 	} else {
 		rop.Released()

@@ -153,6 +153,9 @@ func (i Inconclusive) String() string {
 // Stats describe the history checked.
 type Stats struct {
 	Records, Resources, Keys, Intervals, Grants, Writes, Unknown, Crashes int
+	// Shared counts the Acquires granted as shares of a node's grant
+	// (GrantedShared), which Grants does not count.
+	Shared int
 }
 
 // Result is what Check found.
@@ -179,8 +182,8 @@ func (r Result) String() string {
 		verdict = "FAILED"
 	}
 	s := r.Stats
-	fmt.Fprintf(&b, "check %s: %d violations, %d inconclusive (%d records, %d resources, %d store keys, %d belief intervals, %d grants, %d writes, %d unknown, %d crashes)\n",
-		verdict, len(r.Violations)+r.Omitted, len(r.Inconclusive), s.Records, s.Resources, s.Keys, s.Intervals, s.Grants, s.Writes, s.Unknown, s.Crashes)
+	fmt.Fprintf(&b, "check %s: %d violations, %d inconclusive (%d records, %d resources, %d store keys, %d belief intervals, %d grants, %d shared grants, %d writes, %d unknown, %d crashes)\n",
+		verdict, len(r.Violations)+r.Omitted, len(r.Inconclusive), s.Records, s.Resources, s.Keys, s.Intervals, s.Grants, s.Shared, s.Writes, s.Unknown, s.Crashes)
 	for _, v := range r.Violations {
 		b.WriteString(v.String())
 		if v.Visualization != "" {
@@ -301,6 +304,9 @@ func (c *checker) stats() {
 		}
 		if isGrant(r) {
 			s.Grants++
+		}
+		if r.Shared && r.Outcome == OK {
+			s.Shared++
 		}
 		if r.Outcome == Unknown {
 			s.Unknown++

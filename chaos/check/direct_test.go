@@ -191,6 +191,25 @@ func TestTokens(t *testing.T) {
 		h.Convert(1, "n1", "r", modes.EX).Granted(modes.EX, 2)
 		wantViolations(t, only(CheckTokens, h), 1, "token went back from 3 to 2", "convert #2")
 	})
+	t.Run("shares of a node's grant carry its token", func(t *testing.T) {
+		h, clk := newManual()
+		h.Acquire(1, "n1", "r", modes.PR).GrantedShared(modes.PR, 4)
+		clk.at(s)
+		h.Acquire(2, "n2", "r", modes.PR).Granted(modes.PR, 5)
+		clk.at(2 * s)
+		h.Acquire(3, "n1", "r", modes.PR).GrantedShared(modes.PR, 4) // the same share, after 5
+		wantViolations(t, only(CheckTokens, h), 0)
+		if vs := only(CheckOverlap, h); len(vs) != 0 {
+			t.Fatalf("PR shares overlap PR: %v", vs)
+		}
+	})
+	t.Run("a share is a holder for the overlap check", func(t *testing.T) {
+		h, clk := newManual()
+		h.Acquire(1, "n1", "r", modes.PR).GrantedShared(modes.PR, 4)
+		clk.at(s)
+		h.Acquire(2, "n2", "r", modes.EX).Granted(modes.EX, 5)
+		wantViolations(t, only(CheckOverlap, h), 1, "client 1", "client 2")
+	})
 	t.Run("unknown grants have no token", func(t *testing.T) {
 		h, clk := newManual()
 		h.Acquire(1, "n1", "r", modes.EX).Unknown()

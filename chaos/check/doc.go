@@ -26,7 +26,10 @@
 // h.Span (nemesis events, shown on the visualizations). Record a call
 // before it is sent and its resolution after the answer arrived, so that
 // the history's order is the real order. A client id names one lock
-// handle: a client may hold at most one lock per resource at a time.
+// handle: a client may hold at most one lock per resource at a time. A
+// hold on a node-level cache of shared locks (dlm.Cache) is recorded with
+// op.GrantedShared: the client holds the lock like any other, under the
+// token of the node's grant, which other holds share.
 //
 // Timestamps come from the clock given to NewHistory: time.Now, which in a
 // testing/synctest bubble is the bubble's fake clock. Many events then
@@ -80,7 +83,8 @@
 //   - CheckTokens: per resource, every grant and up-conversion has a token
 //     above that of every grant that returned before it was called (or
 //     before it, in its client's own order), and no two grants share one.
-//     Down-conversions keep their token.
+//     Down-conversions keep their token; shares (GrantedShared) are not
+//     grants here.
 //   - CheckStore: the fenced store accepted no write whose token is below
 //     that of a write accepted before it, and rejected a write only when a
 //     write with a higher token could have been applied before.

@@ -38,6 +38,8 @@ func (r *Record) result() string {
 	switch {
 	case r.Kind == Note || r.Kind == Crash || r.Kind == Lost:
 		return ""
+	case r.Outcome == OK && r.Shared:
+		s = fmt.Sprintf("granted a share of %v token %d", r.Granted, r.Token)
 	case r.Outcome == OK && (r.Kind == Acquire || r.Kind == Convert):
 		s = fmt.Sprintf("granted %v token %d", r.Granted, r.Token)
 	case r.Outcome == OK && r.Kind == Release:

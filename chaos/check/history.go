@@ -97,6 +97,11 @@ type Record struct {
 	Outcome Outcome
 	Granted modes.Mode // Acquire, Convert with Outcome OK: the mode granted
 	Token   uint64     // the fencing token granted, or written under
+	// Shared marks an Acquire granted as a share of a grant its node
+	// already held for several clients (a node-level cache of shared
+	// locks): its token is that grant's, so it is no new grant for
+	// CheckTokens; it is a holder like any other for CheckOverlap.
+	Shared bool
 	Value   int64      // Write: the value written; Read: the value read
 	Err     string     // why it failed or is unknown; for Note, the text
 
@@ -443,6 +448,24 @@ func (o *Op) Granted(mode modes.Mode, token uint64) {
 	r := &h.recs[o.i]
 	r.Granted, r.Token = mode, token
 	h.beliefs.granted(h, r)
+}
+
+// GrantedShared records that an Acquire returned a share of a grant its
+// node holds for several clients (dlm.Cache): the client holds the lock
+// in mode from now on, under the shared grant's token, which other shares
+// carry too.
+func (o *Op) GrantedShared(mode modes.Mode, token uint64) {
+	if o == nil {
+		return
+	}
+	o.h.mu.Lock()
+	r := &o.h.recs[o.i]
+	if r.Kind != Acquire {
+		o.h.misuse("%s: only an Acquire can be granted a share", r.describe())
+	}
+	r.Shared = true
+	o.h.mu.Unlock()
+	o.Granted(mode, token)
 }
 
 // Failed records that the call returned without granting: refused, not
