@@ -102,8 +102,8 @@ type Record struct {
 	// locks): its token is that grant's, so it is no new grant for
 	// CheckTokens; it is a holder like any other for CheckOverlap.
 	Shared bool
-	Value   int64      // Write: the value written; Read: the value read
-	Err     string     // why it failed or is unknown; for Note, the text
+	Value  int64  // Write: the value written; Read: the value read
+	Err    string // why it failed or is unknown; for Note, the text
 
 	Call   time.Duration
 	Return time.Duration // Infinity if Outcome is Unknown or Pending
