@@ -97,13 +97,14 @@ type Record struct {
 	Outcome Outcome
 	Granted modes.Mode // Acquire, Convert with Outcome OK: the mode granted
 	Token   uint64     // the fencing token granted, or written under
+	Value   int64      // Write: the value written; Read: the value read
+	Err     string     // why it failed or is unknown; for Note, the text
+
 	// Shared marks an Acquire granted as a share of a grant its node
 	// already held for several clients (a node-level cache of shared
 	// locks): its token is that grant's, so it is no new grant for
 	// CheckTokens; it is a holder like any other for CheckOverlap.
 	Shared bool
-	Value  int64  // Write: the value written; Read: the value read
-	Err    string // why it failed or is unknown; for Note, the text
 
 	Call   time.Duration
 	Return time.Duration // Infinity if Outcome is Unknown or Pending
