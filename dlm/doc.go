@@ -226,8 +226,8 @@
 // own (dlm_requests_total by operation, mode and result; dlm_lock_seconds,
 // the time to a grant by mode and by whether the master was local;
 // dlm_blocking_notifications_total; dlm_deadlocks_total by kind;
-// dlm_limit_rejections_total by limit;
-// dlm_locks_lost_total; dlm_client_locks; dlm_mastered_resources and
+// dlm_limit_rejections_total by limit; dlm_cache_acquires_total by
+// result; dlm_locks_lost_total; dlm_client_locks; dlm_mastered_resources and
 // dlm_mastered_locks per lockspace; dlm_recovery_locks_rebuilt_total and
 // dlm_recovery_locks_purged_total), the recovery package's (dlm_epoch,
 // dlm_quorum, dlm_recoveries_total, dlm_recovery_phase_seconds by phase,
