@@ -254,3 +254,29 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnlockContext: an Unlock's context outlives the run's, ends within
+// UnlockTimeout, and is shared only until half of it has passed.
+func TestUnlockContext(t *testing.T) {
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	r := &run{cfg: DefaultConfig(), ctx: runCtx}
+	w := &worker{}
+	t0 := time.Now()
+	first := r.unlockContext(w, t0)
+	cancelRun()
+	if first.Err() != nil {
+		t.Fatalf("unlock context ended with the run: %v", first.Err())
+	}
+	dl, ok := first.Deadline()
+	if !ok || dl.After(time.Now().Add(r.cfg.UnlockTimeout)) || dl.Before(t0.Add(r.cfg.UnlockTimeout/2)) {
+		t.Fatalf("deadline %v (ok %v), want within UnlockTimeout %v of %v", dl, ok, r.cfg.UnlockTimeout, t0)
+	}
+	if again := r.unlockContext(w, t0.Add(r.cfg.UnlockTimeout/2-time.Millisecond)); again != first {
+		t.Fatal("a new context before half the timeout passed")
+	}
+	renewed := r.unlockContext(w, t0.Add(r.cfg.UnlockTimeout/2))
+	if renewed == first || first.Err() == nil {
+		t.Fatal("the context was not renewed (and the old one released) at half the timeout")
+	}
+	w.unlockCancel()
+}
