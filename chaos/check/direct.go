@@ -59,8 +59,8 @@ func overlapViolation(a, b Interval) Violation {
 
 // isGrant reports whether r handed out a new fencing token: a granted
 // Acquire (not a share of its node's grant), or a granted up- or middle
-// conversion (a down-conversion keeps its token). A granted Convert of a lock the client did not believe it
-// held counts as a grant.
+// conversion (a down-conversion keeps its token). A granted Convert of a
+// lock the client did not believe it held counts as a grant.
 func isGrant(r *Record) bool {
 	if r.Outcome != OK || r.Shared {
 		return false
