@@ -56,6 +56,17 @@ func lockAsync(ctx context.Context, o *Owner, res string, mode modes.Mode) <-cha
 	return ch
 }
 
+// mustGrant waits for a lockAsync request and fails the test unless it was
+// granted; what names the request in the failure.
+func mustGrant(t *testing.T, w <-chan lockResult, what string) *Lock {
+	t.Helper()
+	got := <-w
+	if got.err != nil {
+		t.Fatalf("%s: %v", what, got.err)
+	}
+	return got.lk
+}
+
 // convertAsync converts lk in a goroutine and delivers the outcome.
 func convertAsync(ctx context.Context, lk *Lock, mode modes.Mode) <-chan lockResult {
 	ch := make(chan lockResult, 1)
@@ -226,11 +237,7 @@ func TestDeadlockThreeOwnersThreeNodes(t *testing.T) {
 		mustUnlock(t, held[i])
 		for k := 1; k < 3; k++ {
 			j := (i - k + 3) % 3 // owner j waited for owner j+1
-			got := <-waits[j]
-			if got.err != nil {
-				t.Fatalf("owner %d: %v", j, got.err)
-			}
-			mustUnlock(t, got.lk)
+			mustUnlock(t, mustGrant(t, waits[j], fmt.Sprintf("owner %d", j)))
 			mustUnlock(t, held[j])
 		}
 		if n := c.cycleDeadlocks(); n != 1 {
@@ -281,11 +288,7 @@ func TestDeadlockConversionAndRequest(t *testing.T) {
 						t.Fatal("A's request ended")
 					}
 					mustUnlock(t, bR2) // B gives up r2: A is granted
-					got := <-wA
-					if got.err != nil {
-						t.Fatal(got.err)
-					}
-					mustUnlock(t, got.lk)
+					mustUnlock(t, mustGrant(t, wA, "A"))
 					mustUnlock(t, bR1)
 				} else {
 					if !pending(wB) {
@@ -333,23 +336,11 @@ func TestDeadlockNoFalsePositiveChain(t *testing.T) {
 			t.Fatalf("detector %+v, %v deadlocks counted", s, c.cycleDeadlocks())
 		}
 		mustUnlock(t, c3)
-		gB := <-wB
-		if gB.err != nil {
-			t.Fatal(gB.err)
-		}
-		mustUnlock(t, gB.lk)
+		mustUnlock(t, mustGrant(t, wB, "B"))
 		mustUnlock(t, b2)
-		gA := <-wA
-		if gA.err != nil {
-			t.Fatal(gA.err)
-		}
-		mustUnlock(t, gA.lk)
+		mustUnlock(t, mustGrant(t, wA, "A"))
 		mustUnlock(t, a1)
-		gD := <-wD
-		if gD.err != nil {
-			t.Fatal(gD.err)
-		}
-		mustUnlock(t, gD.lk)
+		mustUnlock(t, mustGrant(t, wD, "D"))
 	})
 }
 
@@ -383,10 +374,7 @@ func TestDeadlockPhantomNotConfirmed(t *testing.T) {
 		// The cycle was reported. A lets go of rA now: B is granted, and
 		// the edge B -> A that the reports show is gone.
 		mustUnlock(t, hA)
-		gB := <-wB
-		if gB.err != nil {
-			t.Fatalf("B: %v", gB.err)
-		}
+		gB := mustGrant(t, wB, "B")
 		close(resume)
 		time.Sleep(2 * deadlockSlack)
 		if !pending(wA) {
@@ -395,13 +383,9 @@ func TestDeadlockPhantomNotConfirmed(t *testing.T) {
 		if s := c.detectorStats(); s.victims != 0 || s.unconfirmed == 0 || c.cycleDeadlocks() != 0 {
 			t.Fatalf("detector %+v, %v deadlocks counted; want the cycle unconfirmed", s, c.cycleDeadlocks())
 		}
-		mustUnlock(t, gB.lk)
+		mustUnlock(t, gB)
 		mustUnlock(t, hB)
-		gA := <-wA
-		if gA.err != nil {
-			t.Fatal(gA.err)
-		}
-		mustUnlock(t, gA.lk)
+		mustUnlock(t, mustGrant(t, wA, "A"))
 	})
 }
 
@@ -862,11 +846,7 @@ func TestDeadlockOverTCP(t *testing.T) {
 		t.Fatal("both requests ended")
 	}
 	mustUnlock(t, held[i])
-	got := <-waits[1-i]
-	if got.err != nil {
-		t.Fatalf("after the victim let go: %v", got.err)
-	}
-	mustUnlock(t, got.lk)
+	mustUnlock(t, mustGrant(t, waits[1-i], "after the victim let go"))
 	mustUnlock(t, held[1-i])
 	if n := c.cycleDeadlocks(); n != 1 {
 		t.Fatalf("%v cycles counted, want 1", n)
