@@ -27,7 +27,7 @@ type Config struct {
 	// networks, memnet's listener in tests. The Links closes it on Close.
 	StreamLayer StreamLayer
 	// Handler receives every incoming request and one-way message, on the
-	// connection's reader goroutine. Required. See Handler for its rules.
+	// goroutine reading the connection. Required. See Handler for its rules.
 	Handler Handler
 	// Limits bound frames and message fields, in both directions.
 	Limits wire.Limits
@@ -48,9 +48,10 @@ type Config struct {
 	// connection, and comes back, so that both ends see traffic even when
 	// idle. Default 500 ms.
 	HeartbeatInterval time.Duration
-	// IdleTimeout fails a connection on which nothing arrived for that long:
-	// a peer that vanished without closing (power loss, partition). Must be
-	// at least twice HeartbeatInterval. Default 3 s.
+	// IdleTimeout fails a connection on which nothing arrived for that long
+	// (at least 7/8 of it: the read deadline moves in eighths): a peer that
+	// vanished without closing (power loss, partition). Must be at least
+	// twice HeartbeatInterval. Default 3 s.
 	IdleTimeout time.Duration
 	// OnLinkDown, if set, is called when an established connection to a
 	// peer goes down: messages sent on it may not have arrived (those still

@@ -56,7 +56,7 @@
 // the very first connection attempt after SetPeer. Call blocks for the reply
 // (with a context); Go returns at once and runs a callback.
 //
-// # Receiving: on the reader goroutine
+// # Receiving: on the reader goroutine, or on the waiting caller
 //
 // Each accepted connection has one reader goroutine. It reads frames with a
 // buffered reader (a frame that fits the 64 KiB buffer is decoded in place),
@@ -66,6 +66,19 @@
 // its byte slices are valid only during the Handler call. Replies are
 // matched by request id to the pending call; a Go callback runs on the
 // reader goroutine too, with the same rules.
+//
+// Handing a reply from the reader goroutine to the goroutine waiting for it
+// is a second wake-up per round trip, which on two Ps costs as much as the
+// network: so a goroutine waiting for something from a peer (a Call, or any
+// caller of Await, such as dlm's Lock) may take over the reading of that
+// peer's incoming connection and be woken by the netpoller itself. One
+// goroutine at a time holds the reading, frames are still handled in order,
+// and the Handler and callbacks then run on the waiting goroutine; the
+// reader goroutine steps aside when a waiter asks, parks, and comes back
+// within watcherPark (200 µs) when nobody reads, or at once when a waiter
+// gives up after its budget (1 ms) or meets an error, which the reader
+// goroutine then handles as its own. Plain TCP connections only; the
+// design and its costs are in reader.go.
 //
 // # Request ids and replies
 //
@@ -86,6 +99,9 @@
 //     answers it; both ends fail a connection on which nothing arrived for
 //     IdleTimeout, so a peer that vanished without closing (power loss, a
 //     partition) is noticed within IdleTimeout, not after TCP's minutes.
+//     (The read deadline is moved in steps of an eighth of IdleTimeout, a
+//     runtime timer update saved per read: silence is cut off after between
+//     7/8 of IdleTimeout and all of it.)
 //   - A failed connection is redialled with capped, jittered exponential
 //     backoff (Config.Backoff). Dials, handshakes and writes have deadlines.
 //   - Bad input (a declared length over MaxFrame, a truncated frame, a wrong
@@ -99,8 +115,9 @@
 //
 // Per Links: one accept loop. Per peer: one manager goroutine (dial,
 // handshake, write loop, redial) and, while connected, one watcher reading
-// heartbeat answers. Per accepted connection: one reader. Close stops and
-// waits for all of them.
+// heartbeat answers. Per accepted connection: one reader (parked while a
+// waiting caller reads in its place). Close stops and waits for all of
+// them.
 //
 // # Metrics
 //

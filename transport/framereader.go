@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/transport/wire"
@@ -16,10 +17,9 @@ import (
 // syscall drains many of them.
 const readBufferSize = 64 << 10
 
-// frameReader reads length-prefixed frames from a connection. Every read
-// syscall first pushes the read deadline out by the idle timeout, so a peer
-// that sends nothing for that long is cut off, at the cost of one timer
-// update per syscall rather than per frame.
+// frameReader reads length-prefixed frames from a connection. Read syscalls
+// keep the read deadline about the idle timeout ahead (deadlineConn), so a
+// peer that sends nothing for that long is cut off.
 type frameReader struct {
 	dc      deadlineConn
 	br      *bufio.Reader
@@ -31,20 +31,56 @@ type frameReader struct {
 type deadlineConn struct {
 	net.Conn
 	idle time.Duration
+	// budget, if set, is when a helper's turn at reading ends (reader.go):
+	// an earlier deadline than the idle one, reported as errBudget. Not
+	// inside a frame larger than the buffer, whose partial read cannot be
+	// resumed.
+	budget time.Time
+	large  bool
+	// set is the read deadline in force; onBudget says it is a budget's.
+	set      time.Time
+	onBudget bool
 }
 
+// Read sets the read deadline before it reads. Pushing the idle deadline out
+// is a timer update in the runtime, so it is only done when the deadline in
+// force is more than an eighth of the idle timeout old: a silent peer is cut
+// off after between 7/8 of IdleTimeout and all of it.
+//
 // Read ignores a failure to set the deadline: it only happens on a
 // connection that is already closed (net.Pipe says so even when only the
 // far end closed), and Read then reports how it ended, EOF or error.
 func (c *deadlineConn) Read(p []byte) (int, error) {
-	_ = c.SetReadDeadline(time.Now().Add(c.idle))
-	return c.Conn.Read(p)
+	now := time.Now()
+	deadline := now.Add(c.idle)
+	budget := !c.budget.IsZero() && !c.large && c.budget.Before(deadline)
+	switch {
+	case budget:
+		if !c.onBudget || !c.set.Equal(c.budget) {
+			c.set, c.onBudget = c.budget, true
+			_ = c.SetReadDeadline(c.budget)
+		}
+	case c.onBudget || c.set.Before(deadline.Add(-c.idle/8)):
+		c.set, c.onBudget = deadline, false
+		_ = c.SetReadDeadline(deadline)
+	}
+	n, err := c.Conn.Read(p)
+	if budget && err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = errBudget
+	}
+	return n, err
 }
 
 func newFrameReader(c net.Conn, idle time.Duration, l *wire.Limits) *frameReader {
 	r := &frameReader{dc: deadlineConn{Conn: c, idle: idle}, limits: l}
 	r.br = bufio.NewReaderSize(&r.dc, readBufferSize)
 	return r
+}
+
+// setIdle changes the idle timeout; the next read sets the deadline anew
+// (the handshake clears deadlines behind deadlineConn's back).
+func (r *frameReader) setIdle(d time.Duration) {
+	r.dc.idle, r.dc.set, r.dc.onBudget = d, time.Time{}, false
 }
 
 // hasFrame reports whether a whole frame is buffered, so that next will
@@ -96,6 +132,8 @@ func (r *frameReader) next() ([]byte, error) {
 // only as bytes actually arrive: a peer that declares 1 MiB and sends 10
 // bytes costs at most 64 KiB more than it sent.
 func (r *frameReader) readLarge(n int) ([]byte, error) {
+	r.dc.large = true
+	defer func() { r.dc.large = false }()
 	buf := r.scratch[:0]
 	for len(buf) < n {
 		chunk := min(n-len(buf), readBufferSize)

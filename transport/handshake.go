@@ -63,7 +63,7 @@ func (l *Links) handshakeOut(ctx context.Context, c net.Conn, want string) (*fra
 	if h.Node != want {
 		return nil, nil, refuse("wrong_node", "dialled %s but reached %s", want, h.Node)
 	}
-	fr.dc.idle = l.cfg.IdleTimeout
+	fr.setIdle(l.cfg.IdleTimeout)
 	return fr, h, c.SetDeadline(time.Time{})
 }
 
@@ -81,7 +81,7 @@ func (l *Links) handshakeIn(c net.Conn, fr *frameReader) (*wire.Hello, error) {
 	if err := l.writeHello(c); err != nil {
 		return nil, err
 	}
-	fr.dc.idle = l.cfg.IdleTimeout
+	fr.setIdle(l.cfg.IdleTimeout)
 	return h, c.SetDeadline(time.Time{})
 }
 

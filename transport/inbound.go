@@ -38,7 +38,10 @@ func (l *Links) serveInbound(ic *inConn) {
 	l.mu.Unlock()
 	l.met.connsIn.Inc()
 	defer l.met.connsIn.Dec()
-	err = l.readLoop(ic, fr, hello)
+	r := newInReader(l, ic, fr, hello, lendsReading(ic.conn))
+	l.setReader(hello.Node, r)
+	defer l.dropReader(hello.Node, r)
+	err = r.watch()
 	if reason := rejectReason(err); reason != "" {
 		l.met.reject(reason)
 		l.log.Warn("closed connection on bad input", "peer", hello.Node, "remote", remote, "reason", reason, "err", err)
@@ -49,6 +52,28 @@ func (l *Links) serveInbound(ic *inConn) {
 	if p, _ := l.peer(hello.Node); p != nil {
 		p.failPending(fmt.Errorf("%w: %s: incoming connection: %v", ErrConnLost, hello.Node, err))
 	}
+}
+
+// lendsReading says whether waiting goroutines may read c (reader.go):
+// plain TCP only.
+func lendsReading(c net.Conn) bool {
+	_, ok := c.(*net.TCPConn)
+	return ok
+}
+
+// setReader makes r the reader of peer's incoming traffic that Await uses.
+func (l *Links) setReader(peer string, r *inReader) {
+	l.mu.Lock()
+	l.readers[peer] = r
+	l.mu.Unlock()
+}
+
+func (l *Links) dropReader(peer string, r *inReader) {
+	l.mu.Lock()
+	if l.readers[peer] == r {
+		delete(l.readers, peer)
+	}
+	l.mu.Unlock()
 }
 
 func (l *Links) forgetInbound(ic *inConn) {
@@ -73,42 +98,6 @@ func rejectReason(err error) string {
 		return r
 	}
 	return ""
-}
-
-func (l *Links) readLoop(ic *inConn, fr *frameReader, hello *wire.Hello) error {
-	dec := wire.NewDecoder(l.cfg.Limits)
-	var flush []*peer
-	inBatch := false
-	defer func() {
-		if inBatch {
-			l.endBatch(flush)
-		}
-	}()
-	for {
-		if inBatch && !fr.hasFrame() {
-			// About to read from the socket: first send what this batch
-			// of messages made handlers send, in one write per peer.
-			flush = l.endBatch(flush)
-			inBatch = false
-		}
-		payload, err := fr.next()
-		if err != nil {
-			return err
-		}
-		if !inBatch {
-			l.beginBatch()
-			inBatch = true
-		}
-		h, m, err := dec.Decode(payload)
-		if err != nil {
-			return err
-		}
-		l.met.recvMsgs[h.Type].Inc()
-		l.met.recvBytes[h.Type].Add(float64(len(payload) + wire.PrefixSize))
-		if err := l.dispatch(ic, hello, dec, payload, h, m); err != nil {
-			return err
-		}
-	}
 }
 
 func (l *Links) dispatch(ic *inConn, hello *wire.Hello, dec *wire.Decoder, payload []byte, h wire.Header, m wire.Message) error {

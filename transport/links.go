@@ -16,9 +16,10 @@ import (
 )
 
 // Handler receives incoming requests and one-way messages. It runs on the
-// reader goroutine of the connection the message came on, one message at a
-// time per connection, so it must not block: hand slow work to another
-// goroutine. in.Msg, and any byte slice in it, is valid only until the
+// goroutine that reads the connection the message came on (its reader
+// goroutine, or a goroutine waiting in Call or Await that took over the
+// reading), one message at a time per connection, in the order sent, so it
+// must not block: hand slow work to another goroutine. in.Msg, and any byte slice in it, is valid only until the
 // handler returns; strings may be kept. Send, Go and Reply never block and
 // may be called from a handler; Call blocks and must not be.
 type Handler func(in Inbound)
@@ -56,6 +57,7 @@ type Links struct {
 	closed  bool
 	peers   map[string]*peer
 	inbound map[*inConn]struct{}
+	readers map[string]*inReader // the incoming connection of each peer, for Await
 
 	callChs   sync.Pool // chan callResult of finished Calls
 	pingFrame []byte    // the encoded heartbeat answer, written as is
@@ -96,6 +98,7 @@ func New(cfg Config) (*Links, error) {
 		met:     met,
 		peers:   map[string]*peer{},
 		inbound: map[*inConn]struct{}{},
+		readers: map[string]*inReader{},
 	}
 	l.pingFrame, _ = wire.AppendFrame(nil, wire.Header{}, &wire.Ping{}, &cfg.Limits) // a Ping is always valid
 	l.wg.Add(1)
@@ -291,6 +294,27 @@ func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Mes
 		return nil, err
 	}
 	return p.call(ctx, m)
+}
+
+// Await lends the calling goroutine to the reading of peer's incoming
+// connection while it waits for something that peer sends (a reply, a
+// grant): it reads and handles what arrives, Handler calls included, until
+// done reports true, about a millisecond has passed, or the connection
+// fails. If another goroutine reads that connection, Await returns at once,
+// and that goroutine steps aside before the next wait. It is only a way to
+// be woken by the network rather than by the connection's reader goroutine,
+// which saves a goroutine hand-off per round trip: the caller still waits
+// for its outcome in its usual way afterwards, and must not hold anything a
+// Handler may need. done runs after each batch of messages, on the calling
+// goroutine, and must be cheap. Plain TCP connections only; on others Await
+// does nothing.
+func (l *Links) Await(peer string, done func() bool) {
+	l.mu.RLock()
+	r := l.readers[peer]
+	l.mu.RUnlock()
+	if r != nil && r.lend {
+		r.help(done)
+	}
 }
 
 // Go sends a request and returns at once. Unless Go returns an error, cb

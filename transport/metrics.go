@@ -19,6 +19,7 @@ type metrics struct {
 	reconnects          prometheus.Counter
 	writes              prometheus.Counter
 	overflows           prometheus.Counter
+	lentReads           prometheus.Counter
 
 	group *promreg.Group // unregistered when the Links close
 }
@@ -44,6 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		reconnects:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reconnects_total", Help: "Connections re-established after a failure."}),
 		writes:            prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_syscalls_total", Help: "Writes to connections; messages_sent_total / this is the coalescing factor."}),
 		overflows:         prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_buffer_overflows_total", Help: "Links failed because a peer's write buffer went over its limit."}),
+		lentReads:         prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reads_lent_total", Help: "Turns at reading an incoming connection taken by a goroutine waiting for an answer (Await) instead of the connection's reader."}),
 	}
 	for t := wire.Type(1); int(t) < wire.NumTypes; t++ {
 		m.sentMsgs[t] = sentMsgs.WithLabelValues(t.String())
@@ -55,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.rejected[r] = rejected.WithLabelValues(r)
 	}
 	var err error
-	m.group, err = promreg.Register(reg, sentMsgs, sentBytes, recvMsgs, recvBytes, rejected, handshake, conns, m.reconnects, m.writes, m.overflows)
+	m.group, err = promreg.Register(reg, sentMsgs, sentBytes, recvMsgs, recvBytes, rejected, handshake, conns, m.reconnects, m.writes, m.overflows, m.lentReads)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,162 @@
+package transport_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+const lentMetric = "dlm_transport_reads_lent_total"
+
+// TestCallsReadTheirOwnReplies: over TCP, once the reader goroutine has
+// stepped aside, a Call reads its reply from the connection itself; over
+// the in-process network the reader goroutine keeps reading.
+func TestCallsReadTheirOwnReplies(t *testing.T) {
+	a, b := tcpPair(t)
+	defer a.links.Close()
+	defer b.links.Close()
+	const calls = 200
+	for i := range calls {
+		callOK(t, a, "b", uint64(i+1))
+	}
+	lent := counter(t, a.reg, lentMetric)
+	t.Logf("%d of %d calls read their own reply", int(lent), calls)
+	if lent < calls/2 {
+		t.Fatalf("%v of %d calls read their own reply, want most", lent, calls)
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		nodes := memCluster(t, newNet(t), nil, "a", "b")
+		defer closeAll(nodes)
+		for i := range 20 {
+			callOK(t, nodes["a"], "b", uint64(i+1))
+		}
+		if got := counter(t, nodes["a"].reg, lentMetric); got != 0 {
+			t.Fatalf("in-process links lent their reading %v times", got)
+		}
+	})
+}
+
+// TestLentReadingKeepsOrder: while a's callers read b's connection in
+// turn with its reader goroutine, b's own one-way messages and requests to
+// a, which share that connection with the replies, are all handled, in the
+// order b sent them.
+func TestLentReadingKeepsOrder(t *testing.T) {
+	a, b := tcpPair(t)
+	defer a.links.Close()
+	defer b.links.Close()
+	const callers, calls, sent = 4, 300, 3000
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range calls {
+				callOK(t, a, "b", uint64(c*calls+i+1))
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range sent {
+			m := &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: uint64(i + 1), Mode: 1}
+			var err error
+			if i%2 == 0 {
+				err = b.links.Send("a", m)
+			} else {
+				_, err = b.links.Call(context.Background(), "a", lockReq(uint64(i+1)))
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	waitFor(t, func() bool { return len(a.rec.messages()) == sent })
+	for i, m := range a.rec.messages() {
+		if m.lock != uint64(i+1) {
+			t.Fatalf("message %d from b is lock %d: out of order", i+1, m.lock)
+		}
+	}
+	if lent := counter(t, a.reg, lentMetric); lent == 0 {
+		t.Fatal("no call read its own reply: the test did not exercise lending")
+	}
+}
+
+// TestLentReadingSlowReply: a reply that comes long after a helper's
+// budget is spent still reaches its Call (the reader goroutine takes over),
+// and so do the replies after it.
+func TestLentReadingSlowReply(t *testing.T) {
+	a, b := tcpPair(t)
+	defer a.links.Close()
+	defer b.links.Close()
+	callOK(t, a, "b", 1) // the reader steps aside for a's next call
+	var answered sync.WaitGroup
+	defer answered.Wait()
+	b.rec.setHook(func(in transport.Inbound) {
+		if _, ok := in.Msg.(*wire.Blocking); ok && in.ReplyTo.IsRequest() {
+			answered.Add(1)
+			time.AfterFunc(20*time.Millisecond, func() {
+				defer answered.Done()
+				_ = b.links.Reply(in.ReplyTo, grant(2))
+			})
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		rep, err := a.links.Call(ctx, "b", &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: 2, Mode: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, ok := rep.(*wire.Completion); !ok || c.Lock != 2 {
+			t.Fatalf("slow call %d: reply %#v", i, rep)
+		}
+		for j := range 5 {
+			callOK(t, a, "b", uint64(10*i+j+3))
+		}
+	}
+}
+
+// TestLentReadingConnectionLoss: when the peer goes away while a call
+// waits, the call fails with ErrConnLost, whether a helper or the reader
+// goroutine meets the end of the connection.
+func TestLentReadingConnectionLoss(t *testing.T) {
+	a, b := tcpPair(t)
+	defer a.links.Close()
+	callOK(t, a, "b", 1)
+	errs := make(chan error, 1)
+	go func() {
+		// b never answers a Blocking sent as a request.
+		_, err := a.links.Call(context.Background(), "b", &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: 2, Mode: 1})
+		errs <- err
+	}()
+	waitFor(t, func() bool { return len(b.rec.messages()) == 2 })
+	if err := b.links.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if !errors.Is(err, transport.ErrConnLost) {
+			t.Fatalf("waiting call ended with %v, want ErrConnLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiting call not failed 10 s after its peer closed")
+	}
+}
+
+// waitFor polls cond over real time (TCP tests), failing after 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,209 @@
+package transport
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Lending the reading of a connection to a waiting goroutine.
+//
+// The reader goroutine of an accepted connection sits in the netpoller; when
+// a reply arrives it wakes, reads it and wakes the caller waiting for it: two
+// goroutine wake-ups per reply where a plain ping-pong has one, and on two Ps
+// the second costs more than the network round trip itself (see
+// BenchmarkTCPPingPongHandoff). So a goroutine that waits for something from
+// a peer (Call, or dlm's Lock through Await) may take over the reading of
+// that peer's connection and be woken by the netpoller itself.
+//
+// Exactly one goroutine holds the reading role of a connection at a time,
+// and it reads and handles frames in order, so the ordering argument of the
+// package is unchanged; only which goroutine runs the Handler changes. The
+// role is held by the connection's own reader (the watcher), by a helper,
+// or by nobody:
+//
+//   - A helper takes the role only when nobody holds it. If the watcher
+//     holds it, the helper marks itself wanted and waits the usual way; the
+//     watcher, after its next batch, steps down and parks, so the helper's
+//     next wait reads for itself.
+//   - A parked watcher comes back after watcherPark if nobody holds the
+//     role, so traffic that arrives while no helper reads (requests from the
+//     peer, notifications) waits at most that long; and at once when a
+//     helper leaves with others wanting the role, or failed.
+//   - A helper reads for at most helperBudget (the reading deadline), then
+//     leaves: its outcome may come from elsewhere (another connection, a
+//     local event), and it must not sit in the netpoller long for it.
+//   - A helper that meets a connection error leaves it to the watcher, which
+//     ends the connection as it always has (log, metric, failed calls).
+//
+// Only plain TCP connections lend their reading; TLS and in-process ones
+// keep their reader goroutine (their wake-ups are not the bottleneck, and
+// synctest tests keep their exact timing).
+
+const (
+	// watcherPark is how long a watcher that stepped down stays parked
+	// before it reads again if no helper holds the role.
+	watcherPark = 200 * time.Microsecond
+	// helperBudget bounds how long one Await reads; longer waits go back to
+	// the watcher.
+	helperBudget = time.Millisecond
+)
+
+// readRole is who reads a connection.
+type readRole uint8
+
+const (
+	roleWatcher readRole = iota // the connection's reader goroutine
+	roleHelper                  // a goroutine in Await
+	roleFree                    // nobody: the watcher is parked
+)
+
+// errBudget ends a helper's turn when helperBudget is spent.
+var errBudget = errors.New("transport: helper's reading budget spent")
+
+// inReader is the reading side of an accepted connection after its
+// handshake. fr, dec and flush belong to whoever holds the role.
+type inReader struct {
+	l     *Links
+	ic    *inConn
+	hello *wire.Hello
+	fr    *frameReader
+	dec   *wire.Decoder
+	flush []*peer
+	lend  bool // helpers may take the role
+
+	mu     sync.Mutex
+	role   readRole
+	wanted bool          // a helper found the role taken
+	failed error         // a helper's connection error, for the watcher
+	resume chan struct{} // 1-buffered: wakes the parked watcher
+}
+
+func newInReader(l *Links, ic *inConn, fr *frameReader, hello *wire.Hello, lend bool) *inReader {
+	return &inReader{
+		l: l, ic: ic, hello: hello, fr: fr, lend: lend,
+		dec:    wire.NewDecoder(l.cfg.Limits),
+		resume: make(chan struct{}, 1),
+	}
+}
+
+// watch is the reader goroutine's loop: read and handle batches while it
+// holds the role, step down for helpers, park while one reads. It returns
+// the error that ended the connection.
+func (r *inReader) watch() error {
+	park := time.NewTimer(watcherPark)
+	defer park.Stop()
+	for {
+		r.mu.Lock()
+		if r.failed != nil {
+			err := r.failed
+			r.mu.Unlock()
+			return err
+		}
+		if r.role == roleHelper {
+			r.mu.Unlock()
+			r.park(park)
+			continue
+		}
+		r.role = roleWatcher
+		r.mu.Unlock()
+		select {
+		case <-r.resume: // a wake-up that crossed the timer's: stale now
+		default:
+		}
+		if err := r.batch(); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		stepDown := r.wanted
+		if stepDown {
+			r.wanted, r.role = false, roleFree
+		}
+		r.mu.Unlock()
+		if stepDown {
+			r.park(park)
+		}
+	}
+}
+
+func (r *inReader) park(t *time.Timer) {
+	t.Reset(watcherPark)
+	select {
+	case <-r.resume:
+	case <-t.C:
+	}
+}
+
+func (r *inReader) wake() {
+	select {
+	case r.resume <- struct{}{}:
+	default:
+	}
+}
+
+// help reads on behalf of a waiting goroutine until done reports true or the
+// budget is spent, if the role is free; otherwise it only asks for it.
+func (r *inReader) help(done func() bool) {
+	r.mu.Lock()
+	if r.role != roleFree || r.failed != nil {
+		r.wanted = true
+		r.mu.Unlock()
+		return
+	}
+	r.role = roleHelper
+	r.mu.Unlock()
+	r.l.met.lentReads.Inc()
+
+	r.fr.dc.budget = time.Now().Add(helperBudget)
+	var err error
+	for err == nil && !done() {
+		err = r.batch()
+	}
+	r.fr.dc.budget = time.Time{}
+
+	r.mu.Lock()
+	r.role = roleFree
+	wake := r.wanted
+	if err != nil && !errors.Is(err, errBudget) {
+		r.failed = err
+	}
+	wake = wake || err != nil
+	r.wanted = false
+	r.mu.Unlock()
+	if wake {
+		r.wake()
+	}
+}
+
+// batch reads at least one frame (blocking if none is buffered), handles
+// every frame already buffered, then writes out what the handlers queued,
+// before whoever holds the role reads from the socket again.
+func (r *inReader) batch() error {
+	payload, err := r.fr.next()
+	if err != nil {
+		return err
+	}
+	r.l.beginBatch()
+	for {
+		if err = r.handle(payload); err != nil || !r.fr.hasFrame() {
+			break
+		}
+		if payload, err = r.fr.next(); err != nil {
+			break
+		}
+	}
+	r.flush = r.l.endBatch(r.flush)
+	return err
+}
+
+func (r *inReader) handle(payload []byte) error {
+	h, m, err := r.dec.Decode(payload)
+	if err != nil {
+		return err
+	}
+	r.l.met.recvMsgs[h.Type].Inc()
+	r.l.met.recvBytes[h.Type].Add(float64(len(payload) + wire.PrefixSize))
+	return r.l.dispatch(r.ic, r.hello, r.dec, payload, h, m)
+}
