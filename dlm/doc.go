@@ -43,8 +43,12 @@
 // different resources rarely contend. Lock ids carry their shard in the low
 // bits, so a completion from a master finds its lock at once.
 //
-// Incoming messages are handled on the transport's reader goroutines, which
-// take one shard mutex, run the table and queue replies (never blocking).
+// Incoming messages are handled on whichever goroutine reads their
+// connection: the transport's reader goroutine, or a Lock call that waits
+// for its master's answer and reads that master's connection meanwhile
+// (transport's Await: its grant then wakes it straight from the network).
+// Handling takes one shard mutex, runs the table and queues replies (never
+// blocking), so it runs the same on either.
 // Blocking callbacks run on one dispatcher goroutine per node, never under
 // a shard mutex: the callbacks of one lock come in the order the master
 // sent them, and a callback may call the lock API. A slow callback delays

@@ -9,8 +9,8 @@ import (
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
-// handle receives every message from another node, on that connection's
-// reader goroutine. It never blocks for long: it takes one shard's mutex,
+// handle receives every message from another node, on the goroutine
+// reading that connection (see the package doc). It never blocks for long: it takes one shard's mutex,
 // runs the table, and queues replies on the links, which never block.
 func (n *Node) handle(in transport.Inbound) {
 	if n.rec.Handle(in) {
