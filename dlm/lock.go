@@ -296,8 +296,8 @@ func ctxError(err error) error {
 //
 // A remote operation first reads the master's connection itself for a
 // while (transport's Await), so that its answer wakes this goroutine
-// straight from the network; Await gives up within about a millisecond,
-// which also bounds how late a cancelled ctx is noticed.
+// straight from the network; Await gives up within 100 µs, which also
+// bounds how late a cancelled ctx is noticed.
 func (lk *Lock) wait(ctx context.Context) error {
 	if name := lk.masterName(); name != lk.ls.node.self.name {
 		lk.ls.node.links.Await(name, lk.answered)

@@ -75,8 +75,8 @@
 // goroutine at a time holds the reading, frames are still handled in order,
 // and the Handler and callbacks then run on the waiting goroutine; the
 // reader goroutine steps aside when a waiter asks, parks, and comes back
-// within watcherPark (200 µs) when nobody reads, or at once when a waiter
-// gives up after its budget (1 ms) or meets an error, which the reader
+// within watcherPark (20 µs) when nobody reads, or at once when a waiter
+// gives up after its budget (100 µs) or meets an error, which the reader
 // goroutine then handles as its own. Plain TCP connections only; the
 // design and its costs are in reader.go.
 //

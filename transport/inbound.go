@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"time"
 
@@ -64,14 +65,18 @@ func lendsReading(c net.Conn) bool {
 // setReader makes r the reader of peer's incoming traffic that Await uses.
 func (l *Links) setReader(peer string, r *inReader) {
 	l.mu.Lock()
-	l.readers[peer] = r
+	m := maps.Clone(*l.readers.Load())
+	m[peer] = r
+	l.readers.Store(&m)
 	l.mu.Unlock()
 }
 
 func (l *Links) dropReader(peer string, r *inReader) {
 	l.mu.Lock()
-	if l.readers[peer] == r {
-		delete(l.readers, peer)
+	if (*l.readers.Load())[peer] == r {
+		m := maps.Clone(*l.readers.Load())
+		delete(m, peer)
+		l.readers.Store(&m)
 	}
 	l.mu.Unlock()
 }

@@ -57,7 +57,10 @@ type Links struct {
 	closed  bool
 	peers   map[string]*peer
 	inbound map[*inConn]struct{}
-	readers map[string]*inReader // the incoming connection of each peer, for Await
+	// readers is the incoming connection of each peer, for Await: a map
+	// replaced (under mu) rather than changed, so that Await reads it
+	// without a lock.
+	readers atomic.Pointer[map[string]*inReader]
 
 	callChs   sync.Pool // chan callResult of finished Calls
 	pingFrame []byte    // the encoded heartbeat answer, written as is
@@ -98,8 +101,8 @@ func New(cfg Config) (*Links, error) {
 		met:     met,
 		peers:   map[string]*peer{},
 		inbound: map[*inConn]struct{}{},
-		readers: map[string]*inReader{},
 	}
+	l.readers.Store(&map[string]*inReader{})
 	l.pingFrame, _ = wire.AppendFrame(nil, wire.Header{}, &wire.Ping{}, &cfg.Limits) // a Ping is always valid
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -299,9 +302,9 @@ func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Mes
 // Await lends the calling goroutine to the reading of peer's incoming
 // connection while it waits for something that peer sends (a reply, a
 // grant): it reads and handles what arrives, Handler calls included, until
-// done reports true, about a millisecond has passed, or the connection
-// fails. If another goroutine reads that connection, Await returns at once,
-// and that goroutine steps aside before the next wait. It is only a way to
+// done reports true, 100 µs have passed, or the connection fails. If
+// another goroutine reads that connection, Await returns at once, and that
+// goroutine steps aside before the next wait. It is only a way to
 // be woken by the network rather than by the connection's reader goroutine,
 // which saves a goroutine hand-off per round trip: the caller still waits
 // for its outcome in its usual way afterwards, and must not hold anything a
@@ -309,10 +312,7 @@ func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Mes
 // goroutine, and must be cheap. Plain TCP connections only; on others Await
 // does nothing.
 func (l *Links) Await(peer string, done func() bool) {
-	l.mu.RLock()
-	r := l.readers[peer]
-	l.mu.RUnlock()
-	if r != nil && r.lend {
+	if r := (*l.readers.Load())[peer]; r != nil && r.lend {
 		r.help(done)
 	}
 }
