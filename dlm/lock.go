@@ -293,15 +293,7 @@ func ctxError(err error) error {
 
 // wait blocks until the operation in flight ends or ctx does. If ctx ends
 // first the operation is withdrawn; if it ended meanwhile, its outcome wins.
-//
-// A remote operation first reads the master's connection itself for a
-// while (transport's Await), so that its answer wakes this goroutine
-// straight from the network; Await gives up within 100 µs, which also
-// bounds how late a cancelled ctx is noticed.
 func (lk *Lock) wait(ctx context.Context) error {
-	if name := lk.masterName(); name != lk.ls.node.self.name {
-		lk.ls.node.links.Await(name, lk.answered)
-	}
 	select {
 	case <-lk.done:
 	case <-ctx.Done():
@@ -322,10 +314,6 @@ func (lk *Lock) wait(ctx context.Context) error {
 	}
 	return err
 }
-
-// answered reports whether the operation in flight has ended (done is
-// signalled and not yet received).
-func (lk *Lock) answered() bool { return len(lk.done) > 0 }
 
 func (lk *Lock) observeGrant() {
 	remote := 0
