@@ -48,7 +48,7 @@
 // blocked in the transport's Call (recovery, lease renewal), which reads
 // that connection while it waits. Handling takes one shard mutex, runs the
 // table and queues replies (never blocking), so it runs the same on either.
-// A waiting Lock does not read its master's connection (transport's Await):
+// A waiting Lock does not read its master's connection the way a Call does:
 // tried, it sped up a lone remote lock by about 9 % but slowed the demo's
 // hot lock (5 alternating runs: p99 2.9-5.8 ms against 1.3-2.4 ms, the
 // sale 31-36 ms against 20-21 ms).

@@ -10,8 +10,9 @@ import (
 )
 
 // handle receives every message from another node, on the goroutine
-// reading that connection (see the package doc). It never blocks for long: it takes one shard's mutex,
-// runs the table, and queues replies on the links, which never block.
+// reading that connection (see the package doc). It never blocks for long:
+// it takes one shard's mutex, runs the table, and queues replies on the
+// links, which never block.
 func (n *Node) handle(in transport.Inbound) {
 	if n.rec.Handle(in) {
 		return

@@ -69,9 +69,8 @@
 //
 // Handing a reply from the reader goroutine to the goroutine waiting for it
 // is a second wake-up per round trip, which on two Ps costs as much as the
-// network: so a goroutine waiting for something from a peer (a Call, or any
-// caller of Await) may take over the reading of that peer's incoming
-// connection and be woken by the netpoller itself. One
+// network: so a Call waiting for its reply may take over the reading of
+// that peer's incoming connection and be woken by the netpoller itself. One
 // goroutine at a time holds the reading, frames are still handled in order,
 // and the Handler and callbacks then run on the waiting goroutine; the
 // reader goroutine steps aside when a waiter asks, parks, and comes back

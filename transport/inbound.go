@@ -62,7 +62,7 @@ func lendsReading(c net.Conn) bool {
 	return ok
 }
 
-// setReader makes r the reader of peer's incoming traffic that Await uses.
+// setReader makes r the reader of peer's incoming traffic that await uses.
 func (l *Links) setReader(peer string, r *inReader) {
 	l.mu.Lock()
 	m := maps.Clone(*l.readers.Load())

@@ -17,7 +17,7 @@ import (
 
 // Handler receives incoming requests and one-way messages. It runs on the
 // goroutine that reads the connection the message came on (its reader
-// goroutine, or a goroutine waiting in Call or Await that took over the
+// goroutine, or a goroutine waiting in Call that took over the
 // reading), one message at a time per connection, in the order sent, so it
 // must not block: hand slow work to another goroutine. in.Msg, and any byte slice in it, is valid only until the
 // handler returns; strings may be kept. Send, Go and Reply never block and
@@ -57,8 +57,8 @@ type Links struct {
 	closed  bool
 	peers   map[string]*peer
 	inbound map[*inConn]struct{}
-	// readers is the incoming connection of each peer, for Await: a map
-	// replaced (under mu) rather than changed, so that Await reads it
+	// readers is the incoming connection of each peer, for await: a map
+	// replaced (under mu) rather than changed, so that await reads it
 	// without a lock.
 	readers atomic.Pointer[map[string]*inReader]
 
@@ -299,19 +299,18 @@ func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Mes
 	return p.call(ctx, m)
 }
 
-// Await lends the calling goroutine to the reading of peer's incoming
-// connection while it waits for something that peer sends (a reply, a
-// grant): it reads and handles what arrives, Handler calls included, until
+// await lends the calling goroutine to the reading of peer's incoming
+// connection while it waits for something that peer sends (a Call's
+// reply): it reads and handles what arrives, Handler calls included, until
 // done reports true, 100 µs have passed, or the connection fails. If
-// another goroutine reads that connection, Await returns at once, and that
-// goroutine steps aside before the next wait. It is only a way to
-// be woken by the network rather than by the connection's reader goroutine,
-// which saves a goroutine hand-off per round trip: the caller still waits
-// for its outcome in its usual way afterwards, and must not hold anything a
-// Handler may need. done runs after each batch of messages, on the calling
-// goroutine, and must be cheap. Plain TCP connections only; on others Await
-// does nothing.
-func (l *Links) Await(peer string, done func() bool) {
+// another goroutine reads that connection, await returns at once, and that
+// goroutine steps aside before the next wait (reader.go). It is only a way
+// to be woken by the network rather than by the connection's reader
+// goroutine, which saves a goroutine hand-off per round trip: the caller
+// still waits for its outcome in its usual way afterwards. done runs after
+// each batch of messages and must be cheap. Plain TCP connections only; on
+// others await does nothing.
+func (l *Links) await(peer string, done func() bool) {
 	if r := (*l.readers.Load())[peer]; r != nil && r.lend {
 		r.help(done)
 	}

@@ -255,7 +255,7 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 	if wake {
 		p.kick()
 	}
-	p.l.Await(p.name, func() bool { return len(ch) > 0 })
+	p.l.await(p.name, func() bool { return len(ch) > 0 })
 	select {
 	case r := <-ch:
 		p.l.putCallCh(ch)

@@ -14,9 +14,9 @@ import (
 // a reply arrives it wakes, reads it and wakes the caller waiting for it: two
 // goroutine wake-ups per reply where a plain ping-pong has one, and on two Ps
 // the second costs more than the network round trip itself (see
-// BenchmarkTCPPingPongHandoff). So a goroutine that waits for something from
-// a peer (Call, or dlm's Lock through Await) may take over the reading of
-// that peer's connection and be woken by the netpoller itself.
+// BenchmarkTCPPingPongHandoff). So a Call waiting for its reply may take
+// over the reading of the peer's connection and be woken by the netpoller
+// itself.
 //
 // Exactly one goroutine holds the reading role of a connection at a time,
 // and it reads and handles frames in order, so the ordering argument of the
@@ -43,7 +43,8 @@ import (
 // synctest tests keep their exact timing).
 
 // The two durations trade the round trip against the latency of traffic
-// nobody waits for. Measured with bench/compare (dlm only, 8 s runs): with
+// nobody waits for. Measured with bench/compare (dlm only, 8 s runs, while
+// dlm's Lock still lent its waits the way Call does; see dlm/doc.go): with
 // a 200 µs park and a 1 ms budget, the readers workload, where few
 // goroutines wait on the network and most traffic is unsolicited (blocking
 // notifications, requests to this node as master), fell from ~505k to
@@ -55,7 +56,7 @@ const (
 	// watcherPark is how long a watcher that stepped down stays parked
 	// before it reads again if no helper holds the role.
 	watcherPark = 20 * time.Microsecond
-	// helperBudget bounds how long one Await reads (some ten round trips);
+	// helperBudget bounds how long one await reads (some ten round trips);
 	// longer waits go back to the watcher, and a cancelled context is
 	// noticed no later than this.
 	helperBudget = 100 * time.Microsecond
@@ -64,7 +65,7 @@ const (
 // Roles, in inReader.role: who reads a connection.
 const (
 	roleWatcher uint32 = iota // the connection's reader goroutine
-	roleHelper                // a goroutine in Await
+	roleHelper                // a goroutine in await
 	roleFree                  // nobody: the watcher is parked
 )
 
@@ -73,7 +74,7 @@ var errBudget = errors.New("transport: helper's reading budget spent")
 
 // inReader is the reading side of an accepted connection after its
 // handshake. fr, dec and flush belong to whoever holds the role. The role
-// is an atomic, not under a mutex, because under load every waiting Lock
+// is an atomic, not under a mutex, because under load every waiting Call
 // asks for it.
 type inReader struct {
 	l     *Links
