@@ -288,6 +288,12 @@ func (l *Links) Reply(to ReplyTo, m wire.Message) error {
 // the connection to fail (ErrConnLost), the peer to be removed
 // (ErrPeerRemoved) or the Links to close (ErrClosed). The reply is the
 // caller's to keep.
+//
+// Over plain TCP the calling goroutine may read the peer's connection while
+// it waits, for up to 100 µs (see "Receiving" in the package doc), and so
+// run the Handler and Go callbacks for what arrives: Call must not be made
+// while holding anything they may need, or it deadlocks on itself. A
+// cancelled ctx is noticed after at most those 100 µs.
 func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Message, error) {
 	p, err := l.userPeer(peer, m)
 	if err != nil {
