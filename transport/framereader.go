@@ -31,12 +31,14 @@ type frameReader struct {
 type deadlineConn struct {
 	net.Conn
 	idle time.Duration
-	// budget, if set, is when a helper's turn at reading ends (reader.go):
-	// an earlier deadline than the idle one, reported as errBudget. Not
-	// inside a frame larger than the buffer, whose partial read cannot be
-	// resumed.
-	budget time.Time
-	large  bool
+	// budget, while helping is set, is when a helper's turn at reading
+	// ends (reader.go): an earlier deadline than the idle one, reported as
+	// errBudget. Not inside a frame larger than the buffer, whose partial
+	// read cannot be resumed. It outlives the turn so that the next helpers
+	// can keep the deadline in force rather than move it.
+	budget  time.Time
+	helping bool
+	large   bool
 	// set is the read deadline in force; onBudget says it is a budget's.
 	set      time.Time
 	onBudget bool
@@ -53,7 +55,7 @@ type deadlineConn struct {
 func (c *deadlineConn) Read(p []byte) (int, error) {
 	now := time.Now()
 	deadline := now.Add(c.idle)
-	budget := !c.budget.IsZero() && !c.large && c.budget.Before(deadline)
+	budget := c.helping && !c.large && c.budget.Before(deadline)
 	switch {
 	case budget:
 		if !c.onBudget || !c.set.Equal(c.budget) {

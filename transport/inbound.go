@@ -105,7 +105,8 @@ func rejectReason(err error) string {
 	return ""
 }
 
-func (l *Links) dispatch(ic *inConn, hello *wire.Hello, dec *wire.Decoder, payload []byte, h wire.Header, m wire.Message) error {
+// dispatch handles a decoded request or one-way message.
+func (l *Links) dispatch(ic *inConn, hello *wire.Hello, h wire.Header, m wire.Message) error {
 	switch {
 	case h.Type == wire.TypeHello:
 		return &errProtocol{"unexpected_hello", "second Hello on a connection"}
@@ -114,9 +115,6 @@ func (l *Links) dispatch(ic *inConn, hello *wire.Hello, dec *wire.Decoder, paylo
 			return &errProtocol{"malformed", "Ping with a request id"}
 		}
 		return l.pong(ic.conn)
-	case h.Reply:
-		l.deliverReply(hello.Node, dec, payload, h.ID, m)
-		return nil
 	}
 	in := Inbound{From: hello.Node, BootID: hello.BootID, Msg: m}
 	if h.ID != 0 {
@@ -136,23 +134,31 @@ func (l *Links) pong(c net.Conn) error {
 	return err
 }
 
-// deliverReply completes the pending call the reply answers. A reply nobody
-// waits for (the call failed or timed out) is dropped.
-func (l *Links) deliverReply(from string, dec *wire.Decoder, payload []byte, id uint64, m wire.Message) {
-	p, err := l.peer(from)
-	if err != nil {
-		return
+// deliverReply decodes a reply and completes the pending call it answers: a
+// blocked Call gets a message of its own (DecodeOwned), a Go callback the
+// decoder's, valid during the callback. A reply nobody waits for (the call
+// failed or timed out) is still decoded, as bad input must end the
+// connection, and dropped.
+func (l *Links) deliverReply(from string, dec *wire.Decoder, payload []byte, id uint64) error {
+	var pc pendingCall
+	ok := false
+	if p, err := l.peer(from); err == nil {
+		pc, ok = p.take(id)
 	}
-	pc, ok := p.take(id)
-	if !ok {
-		return
+	var m wire.Message
+	var err error
+	if ok && pc.cb == nil {
+		_, m, err = dec.DecodeOwned(payload) // the blocked caller keeps it
+	} else {
+		_, m, err = dec.Decode(payload)
 	}
-	if pc.cb != nil {
-		pc.cb(m, nil)
-		return
+	switch {
+	case err != nil && ok:
+		pc.finish(nil, fmt.Errorf("%w: %s: bad reply: %v", ErrConnLost, from, err))
+	case ok:
+		pc.finish(m, nil)
 	}
-	_, owned, err := dec.DecodeOwned(payload) // the blocked caller keeps it
-	pc.finish(owned, err)
+	return err
 }
 
 // watch reads the outgoing connection's return direction, where the peer

@@ -156,12 +156,12 @@ func (r *inReader) help(done func() bool) {
 		return
 	}
 	r.l.met.lentReads.Inc()
-	r.fr.dc.budget = time.Now().Add(helperBudget)
+	r.startBudget()
 	var err error
 	for err == nil && !done() {
 		err = r.batch()
 	}
-	r.fr.dc.budget = time.Time{}
+	r.fr.dc.helping = false
 	if err != nil && !errors.Is(err, errBudget) {
 		failed := err // a copy, so that err itself does not escape
 		r.failed.Store(&failed)
@@ -170,6 +170,17 @@ func (r *inReader) help(done func() bool) {
 	if r.wanted.Swap(false) || err != nil {
 		r.wake()
 	}
+}
+
+// startBudget starts a helper's turn. Moving a read deadline is a runtime
+// timer update, so a budget deadline still half a budget or more away is
+// kept: a turn lasts between helperBudget/2 and helperBudget.
+func (r *inReader) startBudget() {
+	dc := &r.fr.dc
+	if now := time.Now(); dc.budget.Before(now.Add(helperBudget / 2)) {
+		dc.budget = now.Add(helperBudget)
+	}
+	dc.helping = true
 }
 
 // batch reads at least one frame (blocking if none is buffered), handles
@@ -193,12 +204,29 @@ func (r *inReader) batch() error {
 	return err
 }
 
+// handle decodes one frame and dispatches it. A reply is decoded once, by
+// deliverReply, in the form its caller needs.
 func (r *inReader) handle(payload []byte) error {
-	h, m, err := r.dec.Decode(payload)
+	h, err := r.dec.DecodeHeader(payload)
 	if err != nil {
 		return err
 	}
-	r.l.met.recvMsgs[h.Type].Inc()
-	r.l.met.recvBytes[h.Type].Add(float64(len(payload) + wire.PrefixSize))
-	return r.l.dispatch(r.ic, r.hello, r.dec, payload, h, m)
+	if h.Reply {
+		err = r.l.deliverReply(r.hello.Node, r.dec, payload, h.ID)
+	} else {
+		var m wire.Message
+		if _, m, err = r.dec.Decode(payload); err == nil {
+			r.count(h.Type, payload)
+			return r.l.dispatch(r.ic, r.hello, h, m)
+		}
+	}
+	if err == nil {
+		r.count(h.Type, payload)
+	}
+	return err
+}
+
+func (r *inReader) count(t wire.Type, payload []byte) {
+	r.l.met.recvMsgs[t].Inc()
+	r.l.met.recvBytes[t].Add(float64(len(payload) + wire.PrefixSize))
 }

@@ -61,7 +61,8 @@
 // past its call must copy it. Strings are always safe to keep. Names
 // that repeat (lockspaces, cluster and node names) are interned per Decoder
 // in a bounded table, so steady traffic does not allocate for them. For a
-// message that must outlive the buffer, DecodeOwned copies the payload first.
+// message that must outlive the buffer, DecodeOwned decodes into a new message
+// and copies the byte slices it keeps.
 //
 // # Messages
 //

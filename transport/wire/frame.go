@@ -123,27 +123,31 @@ func (d *Decoder) Decode(payload []byte) (Header, Message, error) {
 		m = newMessage(h.Type)
 		d.cached[h.Type] = m
 	}
-	if err := d.body(m, payload[HeaderSize:]); err != nil {
+	if err := d.decodeBody(m, payload[HeaderSize:], false); err != nil {
 		return Header{}, nil, err
 	}
 	return h, m, nil
 }
 
-// DecodeOwned is Decode into a new message that owns its memory: the payload
-// is copied first, so the result stays valid after the payload is reused.
-// It costs two allocations more than Decode.
+// DecodeOwned is Decode into a new message that owns its memory: its byte
+// slices are copies, so the result stays valid after the payload is reused.
+// It costs one allocation more than Decode, and one per byte slice (an LVB).
 func (d *Decoder) DecodeOwned(payload []byte) (Header, Message, error) {
 	h, err := d.header(payload)
 	if err != nil {
 		return Header{}, nil, err
 	}
-	body := append([]byte(nil), payload[HeaderSize:]...)
 	m := newMessage(h.Type)
-	if err := d.body(m, body); err != nil {
+	if err := d.decodeBody(m, payload[HeaderSize:], true); err != nil {
 		return Header{}, nil, err
 	}
 	return h, m, nil
 }
+
+// DecodeHeader decodes and checks the header of a frame's payload only, so
+// that a caller can choose between Decode and DecodeOwned by its type, id or
+// reply flag. The body is not looked at.
+func (d *Decoder) DecodeHeader(payload []byte) (Header, error) { return d.header(payload) }
 
 func (d *Decoder) header(payload []byte) (Header, error) {
 	if len(payload) < HeaderSize {
@@ -169,10 +173,11 @@ func (d *Decoder) header(payload []byte) (Header, error) {
 	return h, nil
 }
 
-// body decodes and validates m from a body that must be consumed exactly.
-func (d *Decoder) body(m Message, body []byte) error {
+// decodeBody decodes and validates m from a body that must be consumed
+// exactly; own makes m's byte slices copies rather than views of body.
+func (d *Decoder) decodeBody(m Message, body []byte, own bool) error {
 	r := &d.r
-	*r = reader{b: body}
+	*r = reader{b: body, own: own}
 	defer func() { d.r = reader{} }() // do not pin the frame buffer
 	if err := m.decodeBody(r, d); err != nil {
 		return fmt.Errorf("%s: %w", m.name(), err)

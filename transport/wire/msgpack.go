@@ -119,13 +119,16 @@ func appendBin(b []byte, p []byte) []byte {
 	return append(b, p...)
 }
 
-// reader decodes msgpack values from a byte slice it never copies. Every
-// method either consumes a whole value and returns it, or returns an error
-// wrapping one of the package's sentinels; after an error the reader's
-// position is unspecified and the caller stops.
+// reader decodes msgpack values from a byte slice it never copies, except
+// binary values when own is set (DecodeOwned): those are the only bytes a
+// decoded message keeps (its strings are always copies). Every method either
+// consumes a whole value and returns it, or returns an error wrapping one of
+// the package's sentinels; after an error the reader's position is
+// unspecified and the caller stops.
 type reader struct {
 	b   []byte
 	off int
+	own bool
 }
 
 func (r *reader) remaining() int { return len(r.b) - r.off }
@@ -389,7 +392,7 @@ func (r *reader) str(field string, max int) ([]byte, error) {
 }
 
 // bin returns the bytes of a binary value (nil for msgpack nil or an empty
-// value), aliasing the input.
+// value), aliasing the input unless r.own asks for a copy.
 func (r *reader) bin(field string, max int) ([]byte, error) {
 	c, err := r.next()
 	if err != nil {
@@ -412,8 +415,11 @@ func (r *reader) bin(field string, max int) ([]byte, error) {
 		return nil, err
 	}
 	p, err := r.span(field, n, max)
-	if len(p) == 0 {
+	switch {
+	case len(p) == 0:
 		return nil, err
+	case r.own:
+		return append([]byte(nil), p...), nil
 	}
 	return p, err
 }
