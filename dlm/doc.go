@@ -30,9 +30,9 @@
 // table: no encoding, no network, no goroutine. Otherwise it is one message
 // to the master and one back (a grant, or a failure); an unlock or a
 // cancel is one message nobody waits for. All traffic between two nodes
-// travels in send order (transport: one connection per direction), so an
-// unlock cannot overtake the lock request it follows, nor a grant the
-// blocking notification that follows it.
+// travels in send order (transport: one connection per pair, ordered each
+// way), so an unlock cannot overtake the lock request it follows, nor a
+// grant the blocking notification that follows it.
 //
 // # Concurrency
 //

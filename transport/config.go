@@ -36,7 +36,9 @@ type Config struct {
 	// sender or growing. Default 8 MiB: at 100 B a message, 80k messages, far
 	// more than a healthy peer ever lags.
 	WriteBufferLimit int
-	// DialTimeout bounds one connection attempt. Default 2 s.
+	// DialTimeout bounds one connection attempt. A node that waits to be
+	// dialled (its peer's name sorts first) queues messages for a new peer
+	// for DialTimeout plus HandshakeTimeout before they fail fast. Default 2 s.
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds the TLS and Hello exchange after the dial.
 	// Default 2 s.
@@ -44,9 +46,8 @@ type Config struct {
 	// WriteTimeout bounds one flush of the write buffer; a peer that does not
 	// read for that long fails the link. Default 5 s.
 	WriteTimeout time.Duration
-	// HeartbeatInterval is how often a Ping goes out on every outgoing
-	// connection, and comes back, so that both ends see traffic even when
-	// idle. Default 500 ms.
+	// HeartbeatInterval is how often each end of a link sends a Ping, so
+	// that both see traffic even when idle. Default 500 ms.
 	HeartbeatInterval time.Duration
 	// IdleTimeout fails a connection on which nothing arrived for that long
 	// (at least 7/8 of it: the read deadline moves in eighths): a peer that

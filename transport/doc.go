@@ -8,26 +8,33 @@
 //
 // # Shape of a link
 //
-// Every node dials its own connection to every peer it is told about
-// (SetPeer), so a pair of nodes has two TCP connections, one per direction.
-// All traffic from A to B (A's requests, A's one-way messages and A's
-// replies to B's requests) travels on the connection A dialled; the
-// connection B dialled to A carries B's traffic and, back towards B, only
-// heartbeat answers. This was chosen over one shared bidirectional
-// connection per pair because:
+// A pair of nodes shares one TCP connection, and all traffic between them
+// travels on it: requests, replies, one-way messages and heartbeats, in
+// both directions. It is dialled by the node whose name sorts first; the
+// other waits for it. Each direction of the connection carries one node's
+// traffic in the order that node sent it, replies included. The DLM relies
+// on that: a Completion (grant) must not be overtaken by a later Blocking
+// notification for the same lock, nor a DeadlockFail by the confirmation
+// request of a later detection round.
 //
-//   - Everything A sends to B is delivered in the order A sent it, replies
-//     included. The DLM relies on it: a Completion (grant) sent as a reply
-//     must not be overtaken by a later Blocking notification for the same
-//     lock. With replies on the other connection, the two could cross.
-//   - There is no dial race to settle: with one shared connection, two nodes
-//     that dial each other at once must agree which connection survives.
-//   - Each connection has exactly one writer and one reader side, so the
-//     write path (buffer, writer goroutine, reconnection) belongs to the
-//     dialling node alone.
+// One connection rather than one per direction (which this package used
+// first) because a reply then comes back on the connection its request went
+// out on, which the caller can read itself while it waits (see
+// "Receiving"), and two sockets cost every round trip a quarter more on
+// loopback (BenchmarkTCPPingPongTwoConns against BenchmarkTCPPingPong).
+// Choosing the dialler by name avoids the dial race of two nodes
+// connecting to each other at once: there is never a second connection to
+// choose between, except a new one from a dialler that restarted or gave up
+// on the old one, and the newest connection from a peer always wins.
 //
-// The cost is two sockets per pair, and a node must be able to dial every
-// peer (true inside a cluster).
+// So that a freshly added peer can be used at once, messages to it queue
+// (bounded) until its first connection: a dialler's first attempt, or, on
+// the waiting side, a dial and a handshake timeout after SetPeer. A node
+// reads every connection dialled to it, even from a peer it was not told
+// about (yet): their messages reach the Handler, their heartbeats are
+// answered so that the dialler keeps the connection, and SetPeer adopts the
+// latest such connection as the link without a redial. Every node must be
+// able to dial the peers whose names sort after its own.
 //
 // # Handshake
 //
@@ -51,14 +58,14 @@
 // buffer passes Config.WriteBufferLimit, the message is refused with
 // ErrWriteBufferFull and the link is failed (fail fast), rather than
 // blocking the sender or growing without bound. While a peer is unreachable
-// (the last connection attempt failed), Send, Go, Call and Reply fail at once
-// with ErrUnreachable: nothing is queued for an absent peer, except during
-// the very first connection attempt after SetPeer. Call blocks for the reply
+// (the last connection failed or could not be made), Send, Go, Call and
+// Reply fail at once with ErrUnreachable: nothing is queued for an absent
+// peer, except until the first connection after SetPeer. Call blocks for the reply
 // (with a context); Go returns at once and runs a callback.
 //
 // # Receiving: on the reader goroutine, or on the waiting caller
 //
-// Each accepted connection has one reader goroutine. It reads frames with a
+// Each connection has one reader goroutine. It reads frames with a
 // buffered reader (a frame that fits the 64 KiB buffer is decoded in place),
 // decodes them with a wire.Decoder that reuses one message per type, and
 // hands each request or one-way message to Config.Handler on that goroutine:
@@ -70,7 +77,7 @@
 // Handing a reply from the reader goroutine to the goroutine waiting for it
 // is a second wake-up per round trip, which on two Ps costs as much as the
 // network: so a Call waiting for its reply may take over the reading of
-// that peer's incoming connection and be woken by the netpoller itself. One
+// the connection to that peer and be woken by the netpoller itself. One
 // goroutine at a time holds the reading, frames are still handled in order,
 // and the Handler and callbacks then run on the waiting goroutine; the
 // reader goroutine steps aside when a waiter asks, parks, and comes back
@@ -91,7 +98,7 @@
 // # Failures
 //
 //   - A pending call fails with ErrConnLost when the connection that carried
-//     its request, or the one its reply would come back on, fails; with
+//     its request (and would carry its reply) fails or is replaced; with
 //     ErrPeerRemoved on RemovePeer; with ErrClosed on Close. Callbacks for
 //     these run on the peer's manager goroutine, never on the caller's.
 //   - The dialler sends a Ping every HeartbeatInterval and the acceptor
@@ -101,8 +108,10 @@
 //     (The read deadline is moved in steps of an eighth of IdleTimeout, a
 //     runtime timer update saved per read: silence is cut off after between
 //     7/8 of IdleTimeout and all of it.)
-//   - A failed connection is redialled with capped, jittered exponential
-//     backoff (Config.Backoff). Dials, handshakes and writes have deadlines.
+//   - A failed connection is redialled by its dialler with capped, jittered
+//     exponential backoff (Config.Backoff); the other end fails fast
+//     (ErrUnreachable) until it is dialled again. Both ends call OnLinkDown.
+//     Dials, handshakes and writes have deadlines.
 //   - Bad input (a declared length over MaxFrame, a truncated frame, a wrong
 //     version, an unknown type, a declared length longer than the frame, a
 //     message that fails validation, trailing bytes, a second Hello) closes
@@ -112,11 +121,11 @@
 //
 // # Goroutines
 //
-// Per Links: one accept loop. Per peer: one manager goroutine (dial,
-// handshake, write loop, redial) and, while connected, one watcher reading
-// heartbeat answers. Per accepted connection: one reader (parked while a
-// waiting caller reads in its place). Close stops and waits for all of
-// them.
+// Per Links: one accept loop. Per peer: one manager goroutine (dial and
+// handshake or wait to be dialled, write loop, redial). Per connection: one
+// reader (parked while a waiting caller reads in its place); for an
+// accepted connection it also runs the handshake. Close stops and waits for
+// all of them.
 //
 // # Metrics
 //

@@ -3,25 +3,49 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
-// inConn is a connection a peer dialed to this node. Only its reader
-// goroutine reads or writes it (the Hello and heartbeat answers); from is
-// set once the handshake is done, under Links.mu.
+// inConn is one connection to a peer after its handshake, dialled or
+// accepted, and the goroutine reading it. Both directions of a pair's
+// traffic travel on one connection (see the package doc): the peer whose
+// link it is writes on it, and whoever holds its reading role reads it.
 type inConn struct {
 	conn net.Conn
-	from string
+	seq  uint64 // order of acceptance; 0 for a dialled connection
+	// from, hello and r are set once the handshake is done, under Links.mu.
+	from  string
+	hello *wire.Hello
+	r     *inReader
+	// ended receives the reading's end (1-buffered): the peer writing on
+	// the connection learns from it that the link is gone.
+	ended chan error
+
+	// mu orders a heartbeat answer written by the reader against the peer
+	// taking the connection over: only an unattached connection is
+	// answered, and from then on the peer's writer is the only one writing.
+	mu       sync.Mutex
+	attached bool
+}
+
+func newInConn(c net.Conn) *inConn { return &inConn{conn: c, ended: make(chan error, 1)} }
+
+// attach hands the writing of the connection to a peer.
+func (ic *inConn) attach() {
+	ic.mu.Lock()
+	ic.attached = true
+	ic.mu.Unlock()
 }
 
 // serveInbound runs the reader goroutine of an accepted connection:
-// handshake, then decode every frame and dispatch it, until the connection
-// ends or sends bad input. Bad input closes this connection only.
+// handshake, offer the connection to its peer if this node is the one that
+// waits to be dialled, then decode every frame and dispatch it, until the
+// connection ends or sends bad input. Bad input closes this connection only.
 func (l *Links) serveInbound(ic *inConn) {
 	defer l.wg.Done()
 	defer l.forgetInbound(ic)
@@ -34,25 +58,30 @@ func (l *Links) serveInbound(ic *inConn) {
 		l.log.Warn("refused connection", "remote", remote, "reason", reason, "err", err)
 		return
 	}
+	r := newInReader(l, ic, fr, hello, lendsReading(ic.conn))
 	l.mu.Lock()
-	ic.from = hello.Node
+	ic.from, ic.hello, ic.r = hello.Node, hello, r
+	p := l.peers[hello.Node]
 	l.mu.Unlock()
 	l.met.connsIn.Inc()
 	defer l.met.connsIn.Dec()
-	r := newInReader(l, ic, fr, hello, lendsReading(ic.conn))
-	l.setReader(hello.Node, r)
-	defer l.dropReader(hello.Node, r)
-	err = r.watch()
+	if p != nil {
+		p.offer(ic)
+	}
+	err = l.read(r, remote)
+	ic.ended <- err
+}
+
+// read runs the reading of a connection until it ends, and logs why.
+func (l *Links) read(r *inReader, remote string) error {
+	err := r.watch()
 	if reason := rejectReason(err); reason != "" {
 		l.met.reject(reason)
-		l.log.Warn("closed connection on bad input", "peer", hello.Node, "remote", remote, "reason", reason, "err", err)
+		l.log.Warn("closed connection on bad input", "peer", r.hello.Node, "remote", remote, "reason", reason, "err", err)
 	} else {
-		l.log.Debug("incoming connection ended", "peer", hello.Node, "err", err)
+		l.log.Debug("connection ended", "peer", r.hello.Node, "err", err)
 	}
-	// replies that were queued behind the failure are lost with it
-	if p, _ := l.peer(hello.Node); p != nil {
-		p.failPending(fmt.Errorf("%w: %s: incoming connection: %v", ErrConnLost, hello.Node, err))
-	}
+	return err
 }
 
 // lendsReading says whether waiting goroutines may read c (reader.go):
@@ -62,7 +91,7 @@ func lendsReading(c net.Conn) bool {
 	return ok
 }
 
-// setReader makes r the reader of peer's incoming traffic that await uses.
+// setReader makes r the reader of peer's link, the one await uses.
 func (l *Links) setReader(peer string, r *inReader) {
 	l.mu.Lock()
 	m := maps.Clone(*l.readers.Load())
@@ -114,7 +143,7 @@ func (l *Links) dispatch(ic *inConn, hello *wire.Hello, h wire.Header, m wire.Me
 		if h.ID != 0 {
 			return &errProtocol{"malformed", "Ping with a request id"}
 		}
-		return l.pong(ic.conn)
+		return l.pong(ic)
 	}
 	in := Inbound{From: hello.Node, BootID: hello.BootID, Msg: m}
 	if h.ID != 0 {
@@ -124,13 +153,20 @@ func (l *Links) dispatch(ic *inConn, hello *wire.Hello, h wire.Header, m wire.Me
 	return nil
 }
 
-// pong answers a heartbeat on the incoming connection itself, so that the
-// dialer can tell that this node still reads.
-func (l *Links) pong(c net.Conn) error {
-	if err := c.SetWriteDeadline(time.Now().Add(l.cfg.WriteTimeout)); err != nil {
+// pong answers a heartbeat on a connection no peer of this node writes on
+// (one dialled by a node this node was not told about yet, or not as its
+// link), so that the dialler does not take it for dead. On a peer's link
+// the heartbeats of both ends keep it alive and nothing is answered.
+func (l *Links) pong(ic *inConn) error {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.attached {
+		return nil
+	}
+	if err := ic.conn.SetWriteDeadline(time.Now().Add(l.cfg.WriteTimeout)); err != nil {
 		return err
 	}
-	_, err := c.Write(l.pingFrame)
+	_, err := ic.conn.Write(l.pingFrame)
 	return err
 }
 
@@ -159,29 +195,4 @@ func (l *Links) deliverReply(from string, dec *wire.Decoder, payload []byte, id 
 		pc.finish(m, nil)
 	}
 	return err
-}
-
-// watch reads the outgoing connection's return direction, where the peer
-// only answers heartbeats. It returns when the connection fails, the peer
-// stays silent past the idle timeout, or sends anything but a Ping.
-func (l *Links) watch(fr *frameReader, peer string) error {
-	dec := wire.NewDecoder(l.cfg.Limits)
-	for {
-		payload, err := fr.next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("peer %s closed the connection", peer)
-			}
-			return err
-		}
-		h, _, err := dec.Decode(payload)
-		if err != nil {
-			l.met.reject(wire.Reason(err))
-			return err
-		}
-		if h.Type != wire.TypePing {
-			l.met.reject("malformed")
-			return &errProtocol{"malformed", fmt.Sprintf("peer %s sent %v on the return path", peer, h.Type)}
-		}
-	}
 }

@@ -57,7 +57,10 @@ type Links struct {
 	closed  bool
 	peers   map[string]*peer
 	inbound map[*inConn]struct{}
-	// readers is the incoming connection of each peer, for await: a map
+	// acceptSeq numbers accepted connections, so that the latest from a
+	// peer is the one its link adopts.
+	acceptSeq uint64
+	// readers is the reading side of each peer's link, for await: a map
 	// replaced (under mu) rather than changed, so that await reads it
 	// without a lock.
 	readers atomic.Pointer[map[string]*inReader]
@@ -129,9 +132,12 @@ func (l *Links) BootID() uint64 { return l.cfg.BootID }
 func (l *Links) Addr() net.Addr { return l.cfg.StreamLayer.Addr() }
 
 // SetPeer adds the peer name at addr, or moves it to a new address, and
-// starts connecting to it. Until the first attempt has failed, messages to
-// it are queued (bounded by WriteBufferLimit); afterwards they fail with
-// ErrUnreachable until it is connected again.
+// starts connecting to it if name sorts after this node's name, or else
+// waits for it to connect (adopting at once a connection it already dialled).
+// Until the first connection or its failure (or, when waiting, a dial and a
+// handshake timeout), messages to it are queued (bounded by
+// WriteBufferLimit); afterwards, while there is no connection, they fail with
+// ErrUnreachable.
 func (l *Links) SetPeer(name, addr string) error {
 	if name == "" || len(name) > wire.MaxNodeName || addr == "" {
 		return fmt.Errorf("transport: SetPeer(%q, %q): need a name of 1..%d bytes and an address", name, addr, wire.MaxNodeName)
@@ -151,18 +157,34 @@ func (l *Links) SetPeer(name, addr string) error {
 	}
 	p := newPeer(l, name, addr)
 	l.peers[name] = p
+	waiting := l.dialledBy(name)
 	l.wg.Add(1)
 	l.mu.Unlock()
 	if old != nil {
 		old.stop(ErrPeerRemoved)
 	}
 	go p.run()
+	if waiting != nil {
+		p.offer(waiting)
+	}
 	return nil
 }
 
+// dialledBy returns the latest connection the peer name dialled to this node
+// that is still open, or nil; with l.mu held.
+func (l *Links) dialledBy(name string) *inConn {
+	var last *inConn
+	for ic := range l.inbound {
+		if ic.from == name && (last == nil || ic.seq > last.seq) {
+			last = ic
+		}
+	}
+	return last
+}
+
 // RemovePeer disconnects and forgets a peer. Its pending calls fail with
-// ErrPeerRemoved (their callbacks run on a library goroutine), and its
-// incoming connections are closed.
+// ErrPeerRemoved (their callbacks run on a library goroutine), and every
+// connection with it is closed.
 func (l *Links) RemovePeer(name string) {
 	l.mu.Lock()
 	p := l.peers[name]
@@ -214,7 +236,7 @@ func (l *Links) peer(name string) (*peer, error) {
 	return p, nil
 }
 
-// WaitConnected returns when the outgoing connection to peer is up (nil),
+// WaitConnected returns when the link to peer is up (nil),
 // when ctx ends, or when the peer is removed or the Links closed. A caller
 // that got ErrUnreachable can use it to learn when to retry.
 func (l *Links) WaitConnected(ctx context.Context, peer string) error {
@@ -385,13 +407,15 @@ func (l *Links) acceptLoop() {
 			}
 			return
 		}
-		ic := &inConn{conn: c}
+		ic := newInConn(c)
 		l.mu.Lock()
 		if l.closed {
 			l.mu.Unlock()
 			_ = c.Close()
 			return
 		}
+		l.acceptSeq++
+		ic.seq = l.acceptSeq
 		l.inbound[ic] = struct{}{}
 		l.wg.Add(1)
 		l.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
-// peerState is where a peer's outgoing link stands.
+// peerState is where a peer's link stands.
 type peerState uint8
 
 const (
@@ -51,16 +51,21 @@ func (pc pendingCall) finish(m wire.Message, err error) {
 	pc.ch <- callResult{m, err} // buffered, and the only send
 }
 
-// peer is the outgoing side of the link to one node: its write buffer, its
+// peer is this node's side of the link to one node: its write buffer, its
 // pending calls and the manager goroutine (run) that dials, writes and
-// redials. Lock order: Links.mu before peer.mu; never the other way.
+// redials, or, if the other node is the one that dials, waits for its
+// connection. Lock order: Links.mu before peer.mu; never the other way.
 type peer struct {
 	l          *Links
 	name, addr string
-	wake       chan struct{} // 1-buffered: the write buffer became non-empty
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
-	rng        *rand.Rand // backoff jitter; used by run only
+	// accepts: the peer dials this node (its name sorts first), and run
+	// waits for its connections on incoming instead of dialling.
+	accepts  bool
+	incoming chan *inConn  // 1-buffered: the latest connection the peer dialled
+	wake     chan struct{} // 1-buffered: the write buffer became non-empty
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	rng      *rand.Rand // backoff jitter; used by run only
 
 	mu        sync.Mutex
 	state     peerState
@@ -90,18 +95,45 @@ type peer struct {
 func newPeer(l *Links, name, addr string) *peer {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	p := &peer{
-		l:       l,
-		name:    name,
-		addr:    addr,
-		wake:    make(chan struct{}, 1),
-		ctx:     ctx,
-		cancel:  cancel,
-		rng:     rand.New(rand.NewPCG(l.cfg.Seed, hashName(name))),
-		pending: map[uint64]pendingCall{},
-		upCh:    make(chan struct{}),
+		l:        l,
+		name:     name,
+		addr:     addr,
+		accepts:  dialsFirst(name, l.cfg.Name),
+		incoming: make(chan *inConn, 1),
+		wake:     make(chan struct{}, 1),
+		ctx:      ctx,
+		cancel:   cancel,
+		rng:      rand.New(rand.NewPCG(l.cfg.Seed, hashName(name))),
+		pending:  map[uint64]pendingCall{},
+		upCh:     make(chan struct{}),
 	}
 	p.rawWrite = p.rawWriteFD
 	return p
+}
+
+// dialsFirst says whether node a is the one that dials the pair's link to
+// b: the name that sorts first.
+func dialsFirst(a, b string) bool { return a < b }
+
+// offer gives the peer a connection it dialled to this node, to use as the
+// link if this node waits for it (accepts); an older one not taken yet is
+// closed, since the peer has moved on from it.
+func (p *peer) offer(ic *inConn) {
+	if !p.accepts {
+		return
+	}
+	for {
+		select {
+		case p.incoming <- ic:
+			return
+		default:
+		}
+		select {
+		case old := <-p.incoming:
+			_ = old.conn.Close()
+		default:
+		}
+	}
 }
 
 func hashName(s string) uint64 {
@@ -314,24 +346,35 @@ func (p *peer) failPending(err error) {
 	}
 }
 
-// run is the manager goroutine: connect, serve, and after a failure wait
-// out the backoff and reconnect, until the peer is stopped.
+// run is the manager goroutine: connect (or wait to be connected to),
+// serve, and after a failure do it again, until the peer is stopped.
 func (p *peer) run() {
 	defer p.l.wg.Done()
+	if p.accepts {
+		p.runAccepting()
+	} else {
+		p.runDialling()
+	}
+	p.failPending(fmt.Errorf("%w: %s", context.Cause(p.ctx), p.name))
+}
+
+// runDialling dials the peer, serves the connection, and after a failure
+// waits out the backoff and redials.
+func (p *peer) runDialling() {
 	log := p.l.log.With("peer", p.name, "addr", p.addr)
 	for attempt, served := 0, false; ; {
 		if attempt > 0 && !p.sleep(p.l.cfg.Backoff.wait(attempt, p.rng.Float64())) {
-			break
+			return
 		}
-		c, fr, hello, err := p.connect()
+		ic, err := p.connect()
 		if err == nil {
-			err = p.up(c, hello)
+			err = p.up(ic)
 		}
 		if err != nil {
 			attempt++
 			p.down(err)
 			if p.ctx.Err() != nil {
-				break
+				return
 			}
 			log.Debug("connect failed", "attempt", attempt, "err", err)
 			continue
@@ -340,15 +383,66 @@ func (p *peer) run() {
 			p.l.met.reconnects.Inc()
 		}
 		served, attempt = true, 1
-		log.Debug("connected", "boot", hello.BootID)
-		err = p.serve(c, fr)
+		log.Debug("connected", "boot", ic.hello.BootID)
+		go func() { ic.ended <- p.l.read(ic.r, p.addr) }()
+		_, err = p.serve(ic)
 		p.down(err)
+		<-ic.ended // the reader goroutine has ended (serve closed the connection)
 		if p.ctx.Err() != nil {
-			break
+			return
 		}
 		log.Info("connection lost", "err", err)
 	}
-	p.failPending(fmt.Errorf("%w: %s", context.Cause(p.ctx), p.name))
+}
+
+// errNotDialled: a peer that dials this node had not done so within a dial
+// and handshake timeout of SetPeer.
+var errNotDialled = errors.New("the peer has not connected")
+
+// runAccepting waits for the connections the peer dials to this node and
+// serves each; the peer redials after a failure. Until the first arrives
+// (within a dial and handshake timeout) messages queue, as they do while a
+// dialler's first attempt runs.
+func (p *peer) runAccepting() {
+	log := p.l.log.With("peer", p.name)
+	first := time.NewTimer(p.l.cfg.DialTimeout + p.l.cfg.HandshakeTimeout)
+	defer first.Stop()
+	var next *inConn
+	for served := false; ; {
+		ic := next
+		if ic == nil {
+			select {
+			case ic = <-p.incoming:
+			case <-first.C:
+				p.down(errNotDialled)
+				continue
+			case <-p.ctx.Done():
+				return
+			}
+		}
+		first.Stop()
+		ic.attach()
+		if err := p.up(ic); err != nil {
+			_ = ic.conn.Close()
+			p.down(err)
+			if p.ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		if served {
+			p.l.met.reconnects.Inc()
+		}
+		served = true
+		log.Debug("connected", "boot", ic.hello.BootID)
+		var err error
+		next, err = p.serve(ic)
+		p.down(err)
+		if p.ctx.Err() != nil {
+			return
+		}
+		log.Info("connection lost", "err", err)
+	}
 }
 
 func (p *peer) sleep(d time.Duration) bool {
@@ -363,25 +457,29 @@ func (p *peer) sleep(d time.Duration) bool {
 }
 
 // connect dials and runs the handshake.
-func (p *peer) connect() (net.Conn, *frameReader, *wire.Hello, error) {
+func (p *peer) connect() (*inConn, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.l.cfg.DialTimeout)
 	c, err := p.l.cfg.StreamLayer.Dial(ctx, p.addr)
 	cancel()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("dial: %w", err)
+		return nil, fmt.Errorf("dial: %w", err)
 	}
 	fr, hello, err := p.l.handshakeOut(p.ctx, c, p.name)
 	if err != nil {
 		_ = c.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return c, fr, hello, nil
+	ic := newInConn(c)
+	ic.from, ic.hello, ic.attached = hello.Node, hello, true
+	ic.r = newInReader(p.l, ic, fr, hello, lendsReading(c))
+	return ic, nil
 }
 
 // up installs a handshaken connection. Replies queued while connecting for
 // another boot of the peer are dropped with the rest of the buffer: the
 // process that asked is gone.
-func (p *peer) up(c net.Conn, hello *wire.Hello) error {
+func (p *peer) up(ic *inConn) error {
+	c, hello := ic.conn, ic.hello
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -401,7 +499,9 @@ func (p *peer) up(c net.Conn, hello *wire.Hello) error {
 	}
 	close(p.upCh)
 	p.upClosed = true
-	p.l.met.connsOut.Inc()
+	if !p.accepts {
+		p.l.met.connsOut.Inc()
+	}
 	if len(p.buf) > 0 {
 		p.signal()
 	}
@@ -416,7 +516,9 @@ func (p *peer) down(err error) {
 	if p.conn != nil {
 		_ = p.conn.Close()
 		p.conn, p.raw = nil, nil
-		p.l.met.connsOut.Dec()
+		if !p.accepts {
+			p.l.met.connsOut.Dec()
+		}
 	}
 	p.buf, p.broken, p.queuedBoot = p.buf[:0], nil, 0
 	if cap(p.buf) > maxIdleBuffer {
@@ -444,14 +546,20 @@ func (p *peer) down(err error) {
 // burst does not pin megabytes per peer for ever.
 const maxIdleBuffer = 1 << 20
 
-// serve is the writer loop of one connection, with the watcher that reads
-// the peer's heartbeats alongside. It returns why the connection ended.
-func (p *peer) serve(c net.Conn, fr *frameReader) error {
-	watch := make(chan error, 1)
-	go func() { watch <- p.l.watch(fr, p.name) }()
+// errReplaced: the peer dialled a new connection; the old one is dropped.
+var errReplaced = errors.New("the peer dialled a new connection")
+
+// serve is the writer loop of the link's connection while its reader runs
+// alongside (on its own goroutine). It returns why the connection ended and,
+// if the peer dialled a newer one meanwhile, that one.
+func (p *peer) serve(ic *inConn) (*inConn, error) {
+	c := ic.conn
+	p.l.setReader(p.name, ic.r)
+	defer p.l.dropReader(p.name, ic.r)
 	tick := time.NewTicker(p.l.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	var spare []byte
+	var next *inConn
 	var err error
 	for err == nil {
 		select {
@@ -462,17 +570,16 @@ func (p *peer) serve(c net.Conn, fr *frameReader) error {
 		case <-tick.C:
 			p.queuePing()
 			err = p.flush(c, &spare)
-		case err = <-watch:
-			watch = nil
+		case err = <-ic.ended:
+			ic.ended <- err // for whoever else waits for the reader's end
+		case next = <-p.incoming:
+			err = errReplaced
 		case <-p.ctx.Done():
 			err = context.Cause(p.ctx)
 		}
 	}
 	_ = c.Close()
-	if watch != nil {
-		<-watch
-	}
-	return err
+	return next, err
 }
 
 func (p *peer) queuePing() {

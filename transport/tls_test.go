@@ -120,8 +120,9 @@ func TestRejectsUnauthenticatedPeer(t *testing.T) {
 	intruder(t, b.addr, []tls.Certificate{rogue.issue(t, "evil", 4)}) // signed by another CA
 
 	// A full node whose certificate the cluster CA did not sign cannot send
-	// either: its dial is refused by b, and it refuses b's certificate.
-	evil := tlsNode(t, "evil", rogue, rogue.issue(t, "evil", 5))
+	// either: its dial is refused by b, and it refuses b's certificate. (Its
+	// name sorts before b's, so it is the one that dials.)
+	evil := tlsNode(t, "a-evil", rogue, rogue.issue(t, "a-evil", 5))
 	defer evil.links.Close()
 	if err := evil.links.SetPeer("b", b.addr); err != nil {
 		t.Fatal(err)
