@@ -45,13 +45,12 @@
 //
 // Incoming messages are handled on whichever goroutine reads their
 // connection: the transport's reader goroutine, or a goroutine of this node
-// blocked in the transport's Call (recovery, lease renewal), which reads
-// that connection while it waits. Handling takes one shard mutex, runs the
-// table and queues replies (never blocking), so it runs the same on either.
-// A waiting Lock does not read its master's connection the way a Call does:
-// tried, it sped up a lone remote lock by about 9 % but slowed the demo's
-// hot lock (5 alternating runs: p99 2.9-5.8 ms against 1.3-2.4 ms, the
-// sale 31-36 ms against 20-21 ms).
+// waiting for an answer from that peer, which reads the connection while it
+// waits (transport's Await: a Lock or Convert waiting for its remote
+// master, a Call in recovery or lease renewal), so that its answer wakes it
+// straight from the network. Handling takes one shard mutex, runs the table
+// and queues replies (never blocking), so it runs the same on either; a
+// Lock waits holding no mutex.
 // Blocking callbacks run on one dispatcher goroutine per node, never under
 // a shard mutex: the callbacks of one lock come in the order the master
 // sent them, and a callback may call the lock API. A slow callback delays

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/master"
@@ -51,6 +52,10 @@ type Lock struct {
 	valueOp  wire.LVBOp
 	opErr    error         // outcome of the operation in flight
 	done     chan struct{} // signalled when the operation in flight ends
+	// answered says the operation in flight has ended, and stays true after
+	// done is read, until the next operation starts: the Lock's Waiter for
+	// the transport (lockWait).
+	answered atomic.Bool
 	lost     chan struct{} // closed when the lock is lost; made on demand
 	lostErr  error
 	refs     int // acquisitions of a reentrant owner
@@ -153,7 +158,7 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 		return lk, nil
 	}
 	if lk.done == nil {
-		lk.done = make(chan struct{}, 1)
+		lk.resetDone()
 	}
 	sh.mu.Unlock()
 	if err := lk.wait(ctx); err != nil {
@@ -183,7 +188,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		lk.startLease(time.Now())
 	}
 	if !lk.ls.node.serving() {
-		lk.done = make(chan struct{}, 1)
+		lk.resetDone()
 		return nil
 	}
 	if lk.local() {
@@ -199,7 +204,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		}
 		return nil
 	}
-	lk.done = make(chan struct{}, 1)
+	lk.resetDone()
 	p := &pendingReq{flags: o.tableFlags()}
 	if timeout > 0 {
 		p.deadline = time.Now().Add(timeout)
@@ -294,6 +299,10 @@ func ctxError(err error) error {
 // wait blocks until the operation in flight ends or ctx does. If ctx ends
 // first the operation is withdrawn; if it ended meanwhile, its outcome wins.
 func (lk *Lock) wait(ctx context.Context) error {
+	if name := lk.masterName(); name != lk.ls.node.self.name {
+		w := lk.ls.node.links.Await(name, (*lockWait)(lk))
+		defer w.End()
+	}
 	select {
 	case <-lk.done:
 	case <-ctx.Done():
@@ -370,6 +379,24 @@ func (lk *Lock) withdraw(cause error) error {
 	return ctxError(cause)
 }
 
+// signalDone ends the operation in flight for its waiter.
+func (lk *Lock) signalDone() {
+	lk.answered.Store(true)
+	signal(lk.done)
+}
+
+// resetDone readies a fresh done channel for an operation about to start.
+func (lk *Lock) resetDone() {
+	lk.done = make(chan struct{}, 1)
+	lk.answered.Store(false)
+}
+
+// lockWait is a Lock waiting for its remote master's answer, as the
+// transport's Waiter.
+type lockWait Lock
+
+func (w *lockWait) Done() bool { return (*Lock)(w).answered.Load() }
+
 func drain(c chan struct{}) {
 	select {
 	case <-c:
@@ -436,7 +463,7 @@ func (lk *Lock) finish(sh *shard, o outcome) {
 	default:
 		return
 	}
-	signal(lk.done)
+	lk.signalDone()
 }
 
 // giveBack releases a lock granted after its caller stopped waiting.
@@ -486,7 +513,7 @@ func (lk *Lock) blocked(want modes.Mode) {
 func (lk *Lock) released(sh *shard, why error) {
 	if lk.state == stWaiting || lk.state == stConverting {
 		lk.opErr = fmt.Errorf("%w: %w", ErrLockLost, why)
-		signal(lk.done)
+		lk.signalDone()
 	}
 	lk.loseLocked(why)
 	lk.forgetLocked(sh)
@@ -524,7 +551,7 @@ func (lk *Lock) closeLocked(sh *shard) {
 	}
 	if lk.state == stWaiting || lk.state == stConverting {
 		lk.opErr = ErrClosed
-		signal(lk.done)
+		lk.signalDone()
 	}
 	lk.loseLocked(ErrClosed)
 	lk.forgetLocked(sh)
@@ -647,9 +674,10 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	lk.keepWrittenValue(op, val)
 	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, time.Now(), o.noQueue
 	if lk.done == nil {
-		lk.done = make(chan struct{}, 1)
+		lk.resetDone()
 	}
 	drain(lk.done)
+	lk.answered.Store(false)
 	timeout := deadlineOf(ctx)
 	var err error
 	if !lk.ls.node.serving() {

@@ -2,6 +2,7 @@ package dlm
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -254,4 +255,27 @@ func TestRestartWithSameRegistry(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRemoteLockReadsItsGrant: over TCP, a Lock waiting for a remote
+// master's grant reads the master's connection itself (transport's Await),
+// once the reader goroutine has stepped aside for it.
+func TestRemoteLockReadsItsGrant(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	first := true
+	c := startTCP(t, 3, func(cfg *Config) {
+		if first {
+			cfg.Registerer, first = reg, false
+		}
+	})
+	defer c.close()
+	const locks = 100
+	for i := range locks {
+		mustUnlock(t, mustLock(t, c.ls[0], c.resourceOn(1, fmt.Sprintf("lend%d-", i)), modes.EX))
+	}
+	lent := metricValue(t, reg, "dlm_transport_reads_lent_total", nil)
+	t.Logf("%v of %d remote locks read their grant", lent, locks)
+	if lent < locks/2 {
+		t.Fatalf("%v of %d remote locks read their own grant, want most", lent, locks)
+	}
 }

@@ -76,15 +76,16 @@
 //
 // Handing a reply from the reader goroutine to the goroutine waiting for it
 // is a second wake-up per round trip, which on two Ps costs as much as the
-// network: so a Call waiting for its reply may take over the reading of
-// the connection to that peer and be woken by the netpoller itself. One
+// network: so a Call waiting for its reply (or any goroutine waiting for
+// what a peer sends, through Await) may take over the reading of the
+// connection to that peer and be woken by the netpoller itself. One
 // goroutine at a time holds the reading, frames are still handled in order,
 // and the Handler and callbacks then run on the waiting goroutine; the
-// reader goroutine steps aside when a waiter asks, parks, and comes back
-// within watcherPark (20 µs) when nobody reads, or at once when a waiter
-// gives up after its budget (100 µs) or meets an error, which the reader
-// goroutine then handles as its own. Plain TCP connections only; the
-// design and its costs are in reader.go.
+// reader goroutine reads while some waiter is blocked, steps aside once
+// none is, parks, and comes back within watcherPark (20 µs) when nobody
+// reads, or at once when a waiter gives up after its budget (100 µs) or
+// meets an error, which the reader goroutine then handles as its own. Plain
+// TCP connections only; the design and its costs are in reader.go.
 //
 // # Request ids and replies
 //

@@ -91,7 +91,7 @@ func lendsReading(c net.Conn) bool {
 	return ok
 }
 
-// setReader makes r the reader of peer's link, the one await uses.
+// setReader makes r the reader of peer's link, the one Await uses.
 func (l *Links) setReader(peer string, r *inReader) {
 	l.mu.Lock()
 	m := maps.Clone(*l.readers.Load())

@@ -60,12 +60,12 @@ type Links struct {
 	// acceptSeq numbers accepted connections, so that the latest from a
 	// peer is the one its link adopts.
 	acceptSeq uint64
-	// readers is the reading side of each peer's link, for await: a map
-	// replaced (under mu) rather than changed, so that await reads it
+	// readers is the reading side of each peer's link, for Await: a map
+	// replaced (under mu) rather than changed, so that Await reads it
 	// without a lock.
 	readers atomic.Pointer[map[string]*inReader]
 
-	callChs   sync.Pool // chan callResult of finished Calls
+	callSlots sync.Pool // *callSlot of finished Calls
 	pingFrame []byte    // the encoded heartbeat answer, written as is
 
 	// Batching of what handlers send: while a reader goroutine handles a
@@ -327,21 +327,43 @@ func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Mes
 	return p.call(ctx, m)
 }
 
-// await lends the calling goroutine to the reading of peer's incoming
-// connection while it waits for something that peer sends (a Call's
-// reply): it reads and handles what arrives, Handler calls included, until
-// done reports true, 100 µs have passed, or the connection fails. If
-// another goroutine reads that connection, await returns at once, and that
-// goroutine steps aside before the next wait (reader.go). It is only a way
-// to be woken by the network rather than by the connection's reader
-// goroutine, which saves a goroutine hand-off per round trip: the caller
-// still waits for its outcome in its usual way afterwards. done runs after
-// each batch of messages and must be cheap. Plain TCP connections only; on
-// others await does nothing.
-func (l *Links) await(peer string, done func() bool) {
-	if r := (*l.readers.Load())[peer]; r != nil && r.lend {
-		r.help(done)
+// Waiter is a goroutine's wait for something a peer sends: Done reports
+// whether it has arrived. It is called on other goroutines, after each
+// batch of incoming messages, and must be cheap and must not block.
+type Waiter interface{ Done() bool }
+
+// Wait is a registered wait that Await returned; End must be called once
+// the waiting goroutine stops waiting, whatever ended it.
+type Wait struct {
+	r     *inReader
+	token uint64
+}
+
+// End ends the wait.
+func (w Wait) End() {
+	if w.token != 0 {
+		w.r.unregister(w.token)
 	}
+}
+
+// Await lends the calling goroutine to the reading of the connection to
+// peer while it waits for something that peer sends (a Call's reply, a
+// lock's grant): if nobody else reads it, it reads and handles what
+// arrives, Handler calls included, until w is done, 100 µs have passed, or
+// the connection fails. It is only a way to be woken by the network rather
+// than by the connection's reader goroutine, which saves a goroutine
+// hand-off per round trip: the caller still waits for its outcome in its
+// usual way afterwards, and then calls End on the result. While a caller
+// waits that way, the reader goroutine reads for it (reader.go). Plain TCP
+// connections only; on others Await does nothing.
+//
+// Like Call, Await must not be called while holding anything a Handler or
+// Go callback may need.
+func (l *Links) Await(peer string, w Waiter) Wait {
+	if r := (*l.readers.Load())[peer]; r != nil && r.lend {
+		return Wait{r, r.help(w)}
+	}
+	return Wait{}
 }
 
 // Go sends a request and returns at once. Unless Go returns an error, cb

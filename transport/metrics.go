@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		reconnects:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reconnects_total", Help: "Connections re-established after a failure."}),
 		writes:            prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_syscalls_total", Help: "Writes to connections; messages_sent_total / this is the coalescing factor."}),
 		overflows:         prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_buffer_overflows_total", Help: "Links failed because a peer's write buffer went over its limit."}),
-		lentReads:         prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reads_lent_total", Help: "Turns at reading a connection taken by a Call waiting for its reply instead of the connection's reader."}),
+		lentReads:         prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reads_lent_total", Help: "Turns at reading a connection taken by a goroutine waiting for its peer (a Call, Await) instead of the connection's reader."}),
 	}
 	for t := wire.Type(1); int(t) < wire.NumTypes; t++ {
 		m.sentMsgs[t] = sentMsgs.WithLabelValues(t.String())

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,11 +32,21 @@ const (
 )
 
 // pendingCall is a request waiting for its reply: either a blocked Call
-// (ch) or an asynchronous Go (cb).
+// (slot) or an asynchronous Go (cb).
 type pendingCall struct {
-	ch chan callResult
-	cb func(wire.Message, error)
+	slot *callSlot
+	cb   func(wire.Message, error)
 }
+
+// callSlot is where a blocked Call's outcome lands: ch receives it, and
+// arrived says that it came, even after ch was read (the Call's Waiter for
+// Await). Slots are recycled.
+type callSlot struct {
+	ch      chan callResult
+	arrived atomic.Bool
+}
+
+func (s *callSlot) Done() bool { return s.arrived.Load() }
 
 type callResult struct {
 	msg wire.Message
@@ -48,7 +59,8 @@ func (pc pendingCall) finish(m wire.Message, err error) {
 		pc.cb(m, err)
 		return
 	}
-	pc.ch <- callResult{m, err} // buffered, and the only send
+	pc.slot.arrived.Store(true)
+	pc.slot.ch <- callResult{m, err} // buffered, and the only send
 }
 
 // peer is this node's side of the link to one node: its write buffer, its
@@ -268,42 +280,42 @@ func (p *peer) reply(to ReplyTo, m wire.Message) error {
 
 // call sends a request and waits for its reply.
 func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
-	ch := p.l.getCallCh()
+	slot := p.l.getCallSlot()
 	p.mu.Lock()
 	if err := p.writableLocked(); err != nil {
 		p.mu.Unlock()
-		p.l.putCallCh(ch)
+		p.l.putCallSlot(slot)
 		return nil, err
 	}
 	id := p.l.nextID.Add(1)
 	wake, err := p.appendLocked(wire.Header{ID: id}, m)
 	if err != nil {
 		p.mu.Unlock()
-		p.l.putCallCh(ch)
+		p.l.putCallSlot(slot)
 		return nil, err
 	}
-	p.pending[id] = pendingCall{ch: ch}
+	p.pending[id] = pendingCall{slot: slot}
 	p.mu.Unlock()
 	if wake {
 		p.kick()
 	}
-	p.l.await(p.name, func() bool { return len(ch) > 0 })
+	w := p.l.Await(p.name, slot)
+	defer p.l.putCallSlot(slot)
 	select {
-	case r := <-ch:
-		p.l.putCallCh(ch)
+	case r := <-slot.ch:
+		w.End()
 		return r.msg, r.err
 	case <-ctx.Done():
+		w.End()
 	}
 	p.mu.Lock()
 	_, mine := p.pending[id]
 	delete(p.pending, id)
 	p.mu.Unlock()
 	if !mine { // someone took it to finish it: wait for that
-		r := <-ch
-		p.l.putCallCh(ch)
+		r := <-slot.ch
 		return r.msg, r.err
 	}
-	p.l.putCallCh(ch)
 	return nil, ctx.Err()
 }
 
@@ -735,14 +747,15 @@ func (p *peer) rawWriteFD(fd uintptr) bool {
 	return true
 }
 
-// callChPool recycles the channels of blocked Calls.
-func (l *Links) getCallCh() chan callResult {
-	if ch, ok := l.callChs.Get().(chan callResult); ok {
-		return ch
+// getCallSlot and putCallSlot recycle the slots of blocked Calls.
+func (l *Links) getCallSlot() *callSlot {
+	if s, ok := l.callSlots.Get().(*callSlot); ok {
+		s.arrived.Store(false)
+		return s
 	}
-	return make(chan callResult, 1)
+	return &callSlot{ch: make(chan callResult, 1)}
 }
 
-func (l *Links) putCallCh(ch chan callResult) { l.callChs.Put(ch) }
+func (l *Links) putCallSlot(s *callSlot) { l.callSlots.Put(s) }
 
 var errNoHello = errors.New("first frame is not a Hello")

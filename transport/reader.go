@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -10,13 +11,13 @@ import (
 
 // Lending the reading of a connection to a waiting goroutine.
 //
-// The reader goroutine of an accepted connection sits in the netpoller; when
-// a reply arrives it wakes, reads it and wakes the caller waiting for it: two
+// The reader goroutine of a connection sits in the netpoller; when a reply
+// arrives it wakes, reads it and wakes the caller waiting for it: two
 // goroutine wake-ups per reply where a plain ping-pong has one, and on two Ps
 // the second costs more than the network round trip itself (see
-// BenchmarkTCPPingPongHandoff). So a Call waiting for its reply may take
-// over the reading of the peer's connection and be woken by the netpoller
-// itself.
+// BenchmarkTCPPingPongHandoff). So a goroutine waiting for what a peer
+// sends (a Call's reply, dlm's grant; Links.Await) may take over the reading
+// of the connection to that peer and be woken by the netpoller itself.
 //
 // Exactly one goroutine holds the reading role of a connection at a time,
 // and it reads and handles frames in order, so the ordering argument of the
@@ -25,26 +26,37 @@ import (
 // or by nobody:
 //
 //   - A helper takes the role only when nobody holds it. If the watcher
-//     holds it, the helper marks itself wanted and waits the usual way; the
-//     watcher, after its next batch, steps down and parks, so the helper's
-//     next wait reads for itself.
+//     holds it, the helper registers as a waiter and waits the usual way.
+//   - The watcher keeps reading while any registered waiter is not done:
+//     stepping down then would leave it blocked with nobody reading. Once
+//     all are done (the goroutines it just woke are likely to wait again
+//     soon, and then read for themselves) it steps down and parks. A
+//     waiter registers under the same mutex the watcher checks under, so
+//     none is missed; past maxStepDownScan waiters it does not check.
 //   - A parked watcher comes back after watcherPark if nobody holds the
 //     role, so traffic that arrives while no helper reads (requests from the
 //     peer, notifications) waits at most that long; and at once when a
-//     helper leaves with others wanting the role, or failed.
+//     helper leaves with waiters registered (itself included, if its budget
+//     ran out first), or failed.
 //   - A helper reads for at most helperBudget (the reading deadline), then
 //     leaves: its outcome may come from elsewhere (another connection, a
 //     local event), and it must not sit in the netpoller long for it.
 //   - A helper that meets a connection error leaves it to the watcher, which
 //     ends the connection as it always has (log, metric, failed calls).
 //
+// A first version had the watcher step down as soon as any waiter asked.
+// With one goroutine waiting at a time that is the same; with several (the
+// demo's hot lock, where most waits are long), the watcher stepped down
+// while others stayed blocked, and what arrived for them waited for the
+// parked watcher: the demo's p99 doubled when dlm's Lock lent its waits.
+//
 // Only plain TCP connections lend their reading; TLS and in-process ones
 // keep their reader goroutine (their wake-ups are not the bottleneck, and
 // synctest tests keep their exact timing).
 
 // The two durations trade the round trip against the latency of traffic
-// nobody waits for. Measured with bench/compare (dlm only, 8 s runs, while
-// dlm's Lock still lent its waits the way Call does; see dlm/doc.go): with
+// nobody waits for. Measured with bench/compare (dlm only, 8 s runs, with
+// the first version of the stepping down, see above): with
 // a 200 µs park and a 1 ms budget, the readers workload, where few
 // goroutines wait on the network and most traffic is unsolicited (blocking
 // notifications, requests to this node as master), fell from ~505k to
@@ -56,16 +68,21 @@ const (
 	// watcherPark is how long a watcher that stepped down stays parked
 	// before it reads again if no helper holds the role.
 	watcherPark = 20 * time.Microsecond
-	// helperBudget bounds how long one await reads (some ten round trips);
+	// helperBudget bounds how long one Await reads (some ten round trips);
 	// longer waits go back to the watcher, and a cancelled context is
 	// noticed no later than this.
 	helperBudget = 100 * time.Microsecond
 )
 
+// maxStepDownScan: with more waiters registered than this, the watcher does
+// not look whether they are all done (under load one nearly always waits);
+// it keeps reading, and looks again after a later batch.
+const maxStepDownScan = 8
+
 // Roles, in inReader.role: who reads a connection.
 const (
 	roleWatcher uint32 = iota // the connection's reader goroutine
-	roleHelper                // a goroutine in await
+	roleHelper                // a goroutine in Await
 	roleFree                  // nobody: the watcher is parked
 )
 
@@ -86,9 +103,18 @@ type inReader struct {
 	lend  bool // helpers may take the role
 
 	role   atomic.Uint32
-	wanted atomic.Bool           // a helper found the role taken
+	wanted atomic.Bool           // goroutines wait for what the watcher reads
 	failed atomic.Pointer[error] // a helper's connection error, for the watcher
 	resume chan struct{}         // 1-buffered: wakes the parked watcher
+
+	// mu guards the waiters: goroutines blocked until what this
+	// connection brings makes their done report true, keyed by a token.
+	// The watcher steps down only once all of them are done, so that it
+	// never leaves a blocked waiter without a reader; a waiter registers
+	// only after failing to take the role, under mu, so none is missed.
+	mu      sync.Mutex
+	waiters map[uint64]Waiter
+	token   uint64
 }
 
 func newInReader(l *Links, ic *inConn, fr *frameReader, hello *wire.Hello, lend bool) *inReader {
@@ -120,11 +146,29 @@ func (r *inReader) watch() error {
 		if err := r.batch(); err != nil {
 			return err
 		}
-		if r.wanted.Swap(false) {
-			r.role.Store(roleFree)
+		if r.wanted.Load() && r.stepDown() {
 			r.park(park)
 		}
 	}
+}
+
+// stepDown frees the role once every registered waiter is done: the
+// goroutines it woke are likely to wait again soon, and then read for
+// themselves.
+func (r *inReader) stepDown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.waiters) > maxStepDownScan {
+		return false // some are surely still waiting; keep reading for them
+	}
+	for _, w := range r.waiters {
+		if !w.Done() {
+			return false
+		}
+	}
+	r.wanted.Store(false)
+	r.role.Store(roleFree)
+	return true
 }
 
 func (r *inReader) park(t *time.Timer) {
@@ -143,22 +187,24 @@ func (r *inReader) wake() {
 }
 
 // help reads on behalf of a waiting goroutine until done reports true or the
-// budget is spent, if the role is free; otherwise it only asks for it.
-func (r *inReader) help(done func() bool) {
-	if r.role.Load() != roleFree || !r.role.CompareAndSwap(roleFree, roleHelper) {
-		if !r.wanted.Load() {
-			r.wanted.Store(true)
+// budget is spent, if the role is free. If done is still false then, the
+// goroutine is registered as a waiter and must call unregister with the
+// token (non-zero) once it stops waiting.
+func (r *inReader) help(w Waiter) (token uint64) {
+	if !r.take() {
+		if token = r.register(w); token != 0 {
+			return token
 		}
-		return
 	}
 	if r.failed.Load() != nil { // the watcher is on its way to end it
 		r.role.Store(roleFree)
-		return
+		r.wake()
+		return r.register(w)
 	}
 	r.l.met.lentReads.Inc()
 	r.startBudget()
 	var err error
-	for err == nil && !done() {
+	for err == nil && !w.Done() {
 		err = r.batch()
 	}
 	r.fr.dc.helping = false
@@ -166,10 +212,51 @@ func (r *inReader) help(done func() bool) {
 		failed := err // a copy, so that err itself does not escape
 		r.failed.Store(&failed)
 	}
+	r.mu.Lock()
+	if !w.Done() {
+		token = r.addLocked(w)
+		r.wanted.Store(true)
+	}
 	r.role.Store(roleFree)
-	if r.wanted.Swap(false) || err != nil {
+	others := len(r.waiters) > 0
+	r.mu.Unlock()
+	if others || err != nil {
 		r.wake()
 	}
+	return token
+}
+
+func (r *inReader) take() bool {
+	return r.role.Load() == roleFree && r.role.CompareAndSwap(roleFree, roleHelper)
+}
+
+// register adds a waiter that found the role taken, and asks the watcher to
+// step down once the waiters are done; 0 if the role was freed meanwhile and
+// the caller took it.
+func (r *inReader) register(w Waiter) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.take() {
+		return 0
+	}
+	r.wanted.Store(true)
+	return r.addLocked(w)
+}
+
+func (r *inReader) addLocked(w Waiter) uint64 {
+	if r.waiters == nil {
+		r.waiters = map[uint64]Waiter{}
+	}
+	r.token++
+	r.waiters[r.token] = w
+	return r.token
+}
+
+// unregister ends a registered wait.
+func (r *inReader) unregister(token uint64) {
+	r.mu.Lock()
+	delete(r.waiters, token)
+	r.mu.Unlock()
 }
 
 // startBudget starts a helper's turn. Moving a read deadline is a runtime
