@@ -31,18 +31,29 @@ type frameReader struct {
 type deadlineConn struct {
 	net.Conn
 	idle time.Duration
+	// The times below are durations since base. Reading the monotonic
+	// clock alone (time.Since) costs half of time.Now, which reads the wall
+	// clock too, and on this VM a clock read is a visible part of a round
+	// trip.
+	base time.Time
 	// budget, while helping is set, is when a helper's turn at reading
 	// ends (reader.go): an earlier deadline than the idle one, reported as
 	// errBudget. Not inside a frame larger than the buffer, whose partial
 	// read cannot be resumed. It outlives the turn so that the next helpers
 	// can keep the deadline in force rather than move it.
-	budget  time.Time
+	budget  time.Duration
 	helping bool
 	large   bool
-	// set is the read deadline in force; onBudget says it is a budget's.
-	set      time.Time
+	// now, if not 0, is the time the helper starting its turn just read,
+	// for the turn's first Read; the helper clears it when it leaves.
+	now time.Duration
+	// set is the read deadline in force (0: none yet); onBudget says it is
+	// a budget's.
+	set      time.Duration
 	onBudget bool
 }
+
+func (c *deadlineConn) elapsed() time.Duration { return time.Since(c.base) }
 
 // Read sets the read deadline before it reads. Pushing the idle deadline out
 // is a timer update in the runtime, so it is only done when the deadline in
@@ -53,18 +64,22 @@ type deadlineConn struct {
 // connection that is already closed (net.Pipe says so even when only the
 // far end closed), and Read then reports how it ended, EOF or error.
 func (c *deadlineConn) Read(p []byte) (int, error) {
-	now := time.Now()
-	deadline := now.Add(c.idle)
-	budget := c.helping && !c.large && c.budget.Before(deadline)
+	now := c.now
+	if now == 0 {
+		now = c.elapsed()
+	}
+	c.now = 0
+	deadline := now + c.idle
+	budget := c.helping && !c.large && c.budget < deadline
 	switch {
 	case budget:
-		if !c.onBudget || !c.set.Equal(c.budget) {
+		if !c.onBudget || c.set != c.budget {
 			c.set, c.onBudget = c.budget, true
-			_ = c.SetReadDeadline(c.budget)
+			_ = c.SetReadDeadline(c.base.Add(c.budget))
 		}
-	case c.onBudget || c.set.Before(deadline.Add(-c.idle/8)):
+	case c.onBudget || c.set < deadline-c.idle/8:
 		c.set, c.onBudget = deadline, false
-		_ = c.SetReadDeadline(deadline)
+		_ = c.SetReadDeadline(c.base.Add(deadline))
 	}
 	n, err := c.Conn.Read(p)
 	if budget && err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -74,7 +89,7 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 }
 
 func newFrameReader(c net.Conn, idle time.Duration, l *wire.Limits) *frameReader {
-	r := &frameReader{dc: deadlineConn{Conn: c, idle: idle}, limits: l}
+	r := &frameReader{dc: deadlineConn{Conn: c, idle: idle, base: time.Now()}, limits: l}
 	r.br = bufio.NewReaderSize(&r.dc, readBufferSize)
 	return r
 }
@@ -82,7 +97,7 @@ func newFrameReader(c net.Conn, idle time.Duration, l *wire.Limits) *frameReader
 // setIdle changes the idle timeout; the next read sets the deadline anew
 // (the handshake clears deadlines behind deadlineConn's back).
 func (r *frameReader) setIdle(d time.Duration) {
-	r.dc.idle, r.dc.set, r.dc.onBudget = d, time.Time{}, false
+	r.dc.idle, r.dc.set, r.dc.onBudget = d, 0, false
 }
 
 // hasFrame reports whether a whole frame is buffered, so that next will

@@ -207,7 +207,7 @@ func (r *inReader) help(w Waiter) (token uint64) {
 	for err == nil && !w.Done() {
 		err = r.batch()
 	}
-	r.fr.dc.helping = false
+	r.fr.dc.helping, r.fr.dc.now = false, 0
 	if err != nil && !errors.Is(err, errBudget) {
 		failed := err // a copy, so that err itself does not escape
 		r.failed.Store(&failed)
@@ -264,10 +264,11 @@ func (r *inReader) unregister(token uint64) {
 // kept: a turn lasts between helperBudget/2 and helperBudget.
 func (r *inReader) startBudget() {
 	dc := &r.fr.dc
-	if now := time.Now(); dc.budget.Before(now.Add(helperBudget / 2)) {
-		dc.budget = now.Add(helperBudget)
+	now := dc.elapsed()
+	if dc.budget < now+helperBudget/2 {
+		dc.budget = now + helperBudget
 	}
-	dc.helping = true
+	dc.helping, dc.now = true, now
 }
 
 // batch reads at least one frame (blocking if none is buffered), handles
