@@ -25,8 +25,8 @@ func benchLockRequest(lock uint64) *wire.LockRequest {
 // against, run in the same invocation: a plain TCP ping-pong over loopback.
 func BenchmarkTCPPingPong(b *testing.B) { pingpong.Bench(b) }
 
-// BenchmarkTCPPingPongTwoConns and BenchmarkTCPPingPongHandoff take the
-// ping-pong one step towards a link each (see package pingpong): the echo
+// BenchmarkTCPPingPongTwoConns and BenchmarkTCPPingPongHandoff measure
+// two designs the links have left behind (see package pingpong): the echo
 // on a second connection, then a reader goroutine handing it to the caller.
 func BenchmarkTCPPingPongTwoConns(b *testing.B) { pingpong.BenchTwoConns(b) }
 

@@ -18,10 +18,10 @@ const Size = 64
 // The variants below take apart what a link round trip adds to Bench, one
 // design decision at a time, so the cost of each is measured rather than
 // guessed: BenchTwoConns sends the echo back on a second connection (the
-// links carry each direction's traffic on the connection its sender
-// dialled), and BenchHandoff adds a reader goroutine on that connection
-// that hands each echo to the waiting caller (the links match replies to
-// many callers that way).
+// links' first design: each node's traffic on the connection it dialled;
+// since replaced by one connection per pair), and BenchHandoff adds a
+// reader goroutine on that connection that hands each echo to the waiting
+// caller (what the links did before a waiting caller read its own reply).
 
 // Bench runs b.N round trips of a Size-byte message and its echo over one
 // loopback TCP connection: no framing, no goroutine hand-offs beyond the
