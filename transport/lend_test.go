@@ -162,3 +162,33 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestLentReadingManyWaiters: with more callers waiting at once than the
+// reader goroutine keeps track of one by one (they then only count
+// themselves), every call gets its reply; once they are done, the reader
+// steps aside again, so a lone caller's calls read their own replies.
+func TestLentReadingManyWaiters(t *testing.T) {
+	a, b := tcpPair(t)
+	defer a.links.Close()
+	defer b.links.Close()
+	const callers, calls = 32, 50
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range calls {
+				callOK(t, a, "b", uint64(c*calls+i+1))
+			}
+		})
+	}
+	wg.Wait()
+	before := counter(t, a.reg, lentMetric)
+	const alone = 100
+	for i := range alone {
+		callOK(t, a, "b", uint64(callers*calls+i+1))
+	}
+	lent := counter(t, a.reg, lentMetric) - before
+	t.Logf("%v of %d calls made alone read their own reply", lent, alone)
+	if lent < alone/2 {
+		t.Fatalf("%v of %d calls made alone after the crowd read their own reply, want most", lent, alone)
+	}
+}

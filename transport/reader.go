@@ -32,7 +32,10 @@ import (
 //     all are done (the goroutines it just woke are likely to wait again
 //     soon, and then read for themselves) it steps down and parks. A
 //     waiter registers under the same mutex the watcher checks under, so
-//     none is missed; past maxStepDownScan waiters it does not check.
+//     none is missed. Past maxStepDownScan waiters the watcher does not
+//     check, and new waiters only count themselves in crowd (an atomic
+//     they increment before they look at the role, and the watcher reads
+//     after it freed the role), which spares the mutex under load.
 //   - A parked watcher comes back after watcherPark if nobody holds the
 //     role, so traffic that arrives while no helper reads (requests from the
 //     peer, notifications) waits at most that long; and at once when a
@@ -115,6 +118,10 @@ type inReader struct {
 	mu      sync.Mutex
 	waiters map[uint64]Waiter
 	token   uint64
+	// nwaiters is len(waiters); crowd counts the waiters that came while
+	// maxStepDownScan were registered, and waited unregistered.
+	nwaiters atomic.Int32
+	crowd    atomic.Int32
 }
 
 func newInReader(l *Links, ic *inConn, fr *frameReader, hello *wire.Hello, lend bool) *inReader {
@@ -158,7 +165,7 @@ func (r *inReader) watch() error {
 func (r *inReader) stepDown() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.waiters) > maxStepDownScan {
+	if len(r.waiters) > maxStepDownScan || r.crowd.Load() > 0 {
 		return false // some are surely still waiting; keep reading for them
 	}
 	for _, w := range r.waiters {
@@ -168,6 +175,13 @@ func (r *inReader) stepDown() bool {
 	}
 	r.wanted.Store(false)
 	r.role.Store(roleFree)
+	// A crowd waiter counts itself before it looks at the role: if it
+	// counted after the check above, it may have seen the role still taken,
+	// and is blocked; read for it.
+	if r.crowd.Load() > 0 && r.role.CompareAndSwap(roleFree, roleWatcher) {
+		r.wanted.Store(true)
+		return false
+	}
 	return true
 }
 
@@ -234,6 +248,17 @@ func (r *inReader) take() bool {
 // step down once the waiters are done; 0 if the role was freed meanwhile and
 // the caller took it.
 func (r *inReader) register(w Waiter) uint64 {
+	if r.crowd.Load() > 0 || r.nwaiters.Load() >= maxStepDownScan {
+		// So many wait that the watcher will not step down for a while:
+		// only count this one (no mutex, no map), so that it does not
+		// while this one waits. If the role is free after all, take the
+		// slow path below.
+		r.crowd.Add(1)
+		if r.role.Load() != roleFree {
+			return crowdToken
+		}
+		r.crowd.Add(-1)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.take() {
@@ -243,19 +268,28 @@ func (r *inReader) register(w Waiter) uint64 {
 	return r.addLocked(w)
 }
 
+// crowdToken marks a waiter counted in crowd rather than registered.
+const crowdToken = ^uint64(0)
+
 func (r *inReader) addLocked(w Waiter) uint64 {
 	if r.waiters == nil {
 		r.waiters = map[uint64]Waiter{}
 	}
 	r.token++
 	r.waiters[r.token] = w
+	r.nwaiters.Store(int32(len(r.waiters)))
 	return r.token
 }
 
 // unregister ends a registered wait.
 func (r *inReader) unregister(token uint64) {
+	if token == crowdToken {
+		r.crowd.Add(-1)
+		return
+	}
 	r.mu.Lock()
 	delete(r.waiters, token)
+	r.nwaiters.Store(int32(len(r.waiters)))
 	r.mu.Unlock()
 }
 
