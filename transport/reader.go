@@ -200,8 +200,8 @@ func (r *inReader) wake() {
 	}
 }
 
-// help reads on behalf of a waiting goroutine until done reports true or the
-// budget is spent, if the role is free. If done is still false then, the
+// help reads on behalf of a waiting goroutine until w is done or the
+// budget is spent, if the role is free. If w is still not done then, the
 // goroutine is registered as a waiter and must call unregister with the
 // token (non-zero) once it stops waiting.
 func (r *inReader) help(w Waiter) (token uint64) {
@@ -213,7 +213,7 @@ func (r *inReader) help(w Waiter) (token uint64) {
 	if r.failed.Load() != nil { // the watcher is on its way to end it
 		r.role.Store(roleFree)
 		r.wake()
-		return r.register(w)
+		return 0
 	}
 	r.l.met.lentReads.Inc()
 	r.startBudget()
@@ -232,7 +232,8 @@ func (r *inReader) help(w Waiter) (token uint64) {
 		r.wanted.Store(true)
 	}
 	r.role.Store(roleFree)
-	others := len(r.waiters) > 0
+	// crowd is read after the role is freed, as in stepDown.
+	others := len(r.waiters) > 0 || r.crowd.Load() > 0
 	r.mu.Unlock()
 	if others || err != nil {
 		r.wake()
