@@ -48,11 +48,22 @@ func allocPerByte(t Type) int {
 // its allocation bound.
 type decodeFunc struct {
 	decode func(d *Decoder, in []byte) (Header, Message, error)
-	typ    func(in []byte) Type
+	// owned decodes in with DecodeOwned, for the same outcome as decode.
+	owned func(d *Decoder, in []byte) (Header, Message, error)
+	typ   func(in []byte) Type
 }
 
 var decodeFrame = decodeFunc{
 	decode: func(d *Decoder, in []byte) (Header, Message, error) { return d.DecodeFrame(in) },
+	owned: func(d *Decoder, in []byte) (Header, Message, error) {
+		if _, err := FrameLength(in, d.Limits()); err != nil || len(in) < PrefixSize {
+			return d.DecodeFrame(in) // the prefix's errors, which DecodeOwned never sees
+		}
+		if _, _, err := d.DecodeFrame(in); err != nil {
+			return Header{}, nil, err // a length that does not match the frame
+		}
+		return d.DecodeOwned(in[PrefixSize:])
+	},
 	typ: func(in []byte) Type {
 		if len(in) < PrefixSize+2 {
 			return 0
@@ -66,6 +77,9 @@ func decodeBodyOf(t Type) decodeFunc {
 	return decodeFunc{
 		decode: func(d *Decoder, in []byte) (Header, Message, error) {
 			return d.Decode(rawPayload(Version, byte(t), 0, in))
+		},
+		owned: func(d *Decoder, in []byte) (Header, Message, error) {
+			return d.DecodeOwned(rawPayload(Version, byte(t), 0, in))
 		},
 		typ: func([]byte) Type { return t },
 	}
@@ -85,7 +99,31 @@ func checkDecode(t *testing.T, in []byte, decode decodeFunc) {
 	} else {
 		checkRoundTrip(t, h, m)
 	}
+	checkOwned(t, in, decode, h, m, err)
 	checkAllocBound(t, in, decode)
+}
+
+// checkOwned: DecodeOwned has the same outcome as Decode, and its message
+// does not change when the input is overwritten afterwards.
+func checkOwned(t *testing.T, in []byte, decode decodeFunc, h Header, m Message, err error) {
+	t.Helper()
+	scratch := bytes.Clone(in)
+	oh, om, oerr := decode.owned(NewDecoder(DefaultLimits()), scratch)
+	switch {
+	case (oerr == nil) != (err == nil):
+		t.Fatalf("DecodeOwned: %v, Decode: %v", oerr, err)
+	case oerr != nil:
+		if om != nil {
+			t.Fatalf("DecodeOwned error %v returned with a message %#v", oerr, om)
+		}
+		return
+	}
+	for i := range scratch {
+		scratch[i] ^= 0xff
+	}
+	if oh != h || !reflect.DeepEqual(om, m) {
+		t.Fatalf("DecodeOwned gave, after its input was overwritten,\n%+v %#v\nDecode\n%+v %#v", oh, om, h, m)
+	}
 }
 
 // checkRoundTrip: a decoded message re-encodes, decodes to an equal message,
