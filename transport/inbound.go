@@ -25,6 +25,10 @@ type inConn struct {
 	// ended receives the reading's end (1-buffered): the peer writing on
 	// the connection learns from it that the link is gone.
 	ended chan error
+	// settled is closed once the peer the connection was offered to has
+	// made it its link, or will not (see serveInbound).
+	settled    chan struct{}
+	settleOnce sync.Once
 
 	// mu orders a heartbeat answer written by the reader against the peer
 	// taking the connection over: only an unattached connection is
@@ -33,7 +37,11 @@ type inConn struct {
 	attached bool
 }
 
-func newInConn(c net.Conn) *inConn { return &inConn{conn: c, ended: make(chan error, 1)} }
+func newInConn(c net.Conn) *inConn {
+	return &inConn{conn: c, ended: make(chan error, 1), settled: make(chan struct{})}
+}
+
+func (ic *inConn) settle() { ic.settleOnce.Do(func() { close(ic.settled) }) }
 
 // attach hands the writing of the connection to a peer.
 func (ic *inConn) attach() {
@@ -65,8 +73,14 @@ func (l *Links) serveInbound(ic *inConn) {
 	l.mu.Unlock()
 	l.met.connsIn.Inc()
 	defer l.met.connsIn.Dec()
-	if p != nil {
+	if p != nil && p.accepts {
+		// Replies to what arrives here go out on the peer's link: reading
+		// starts once this connection is it, or the peer settled otherwise.
 		p.offer(ic)
+		select {
+		case <-ic.settled:
+		case <-p.ctx.Done():
+		}
 	}
 	err = l.read(r, remote)
 	ic.ended <- err

@@ -180,3 +180,27 @@ func TestRestartedDiallerReplacesConnection(t *testing.T) {
 		}
 	})
 }
+
+// A request that arrives on a connection the dialler just made is answered
+// on it, even when the other end has not yet dropped the connection it
+// replaces: the reading of a new connection starts once it is the link.
+func TestCallRightAfterReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := newNet(t)
+		nodes := memCluster(t, net, nil, "a", "b")
+		defer closeAll(nodes)
+		a := nodes["a"]
+		callOK(t, a, "b", 1)
+		for i := range 40 {
+			net.Partition("a", "b")
+			time.Sleep(transport.DefaultConfig().IdleTimeout) // both ends see it fail
+			net.Heal()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := a.links.WaitConnected(ctx, "b"); err != nil {
+				t.Fatalf("cycle %d: %v", i, err)
+			}
+			cancel()
+			callOK(t, a, "b", uint64(i+2))
+		}
+	})
+}

@@ -143,6 +143,7 @@ func (p *peer) offer(ic *inConn) {
 		select {
 		case old := <-p.incoming:
 			_ = old.conn.Close()
+			old.settle()
 		default:
 		}
 	}
@@ -434,7 +435,9 @@ func (p *peer) runAccepting() {
 		}
 		first.Stop()
 		ic.attach()
-		if err := p.up(ic); err != nil {
+		err := p.up(ic)
+		ic.settle() // its reader may start: replies now go out on it
+		if err != nil {
 			_ = ic.conn.Close()
 			p.down(err)
 			if p.ctx.Err() != nil {
@@ -447,7 +450,6 @@ func (p *peer) runAccepting() {
 		}
 		served = true
 		log.Debug("connected", "boot", ic.hello.BootID)
-		var err error
 		next, err = p.serve(ic)
 		p.down(err)
 		if p.ctx.Err() != nil {
