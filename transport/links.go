@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -53,9 +54,12 @@ type Links struct {
 
 	nextID atomic.Uint64 // request ids, unique for the life of the Links
 
-	mu      sync.RWMutex
-	closed  bool
-	peers   map[string]*peer
+	mu     sync.RWMutex
+	closed bool
+	peers  map[string]*peer
+	// view is peers and closed as of their last change, for the lookups of
+	// every message without a lock: replaced (under mu), never changed.
+	view    atomic.Pointer[peerView]
 	inbound map[*inConn]struct{}
 	// acceptSeq numbers accepted connections, so that the latest from a
 	// peer is the one its link adopts.
@@ -71,8 +75,11 @@ type Links struct {
 	// Batching of what handlers send: while a reader goroutine handles a
 	// batch of incoming messages (handling > 0), peers with new bytes wait
 	// in deferred, and the reader writes them out before it reads again.
+	// handling is increased without deferMu (a sender that misses a batch
+	// just beginning writes at once, which is always correct) but
+	// decreased under it, with the list taken in the same step.
 	deferMu  sync.Mutex
-	handling int
+	handling atomic.Int32
 	deferred []*peer
 
 	wg sync.WaitGroup
@@ -106,6 +113,7 @@ func New(cfg Config) (*Links, error) {
 		inbound: map[*inConn]struct{}{},
 	}
 	l.readers.Store(&map[string]*inReader{})
+	l.view.Store(&peerView{peers: map[string]*peer{}})
 	l.pingFrame, _ = wire.AppendFrame(nil, wire.Header{}, &wire.Ping{}, &cfg.Limits) // a Ping is always valid
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -157,6 +165,7 @@ func (l *Links) SetPeer(name, addr string) error {
 	}
 	p := newPeer(l, name, addr)
 	l.peers[name] = p
+	l.publishLocked()
 	waiting := l.dialledBy(name)
 	l.wg.Add(1)
 	l.mu.Unlock()
@@ -189,6 +198,7 @@ func (l *Links) RemovePeer(name string) {
 	l.mu.Lock()
 	p := l.peers[name]
 	delete(l.peers, name)
+	l.publishLocked()
 	var in []*inConn
 	for c := range l.inbound {
 		if c.from == name {
@@ -215,6 +225,16 @@ func (l *Links) Peers() []string {
 	return out
 }
 
+type peerView struct {
+	peers  map[string]*peer
+	closed bool
+}
+
+// publishLocked replaces the view after peers or closed changed; with mu held.
+func (l *Links) publishLocked() {
+	l.view.Store(&peerView{peers: maps.Clone(l.peers), closed: l.closed})
+}
+
 // userPeer is peer for a message from the user: control messages are refused.
 func (l *Links) userPeer(name string, m wire.Message) (*peer, error) {
 	if t := m.Type(); t == wire.TypePing || t == wire.TypeHello {
@@ -224,11 +244,10 @@ func (l *Links) userPeer(name string, m wire.Message) (*peer, error) {
 }
 
 func (l *Links) peer(name string) (*peer, error) {
-	l.mu.RLock()
-	p, closed := l.peers[name], l.closed
-	l.mu.RUnlock()
+	v := l.view.Load()
+	p := v.peers[name]
 	switch {
-	case closed:
+	case v.closed:
 		return nil, ErrClosed
 	case p == nil:
 		return nil, fmt.Errorf("%w: %s", ErrUnknownPeer, name)
@@ -396,6 +415,7 @@ func (l *Links) Close() error {
 	l.closed = true
 	peers := l.peers
 	l.peers = map[string]*peer{}
+	l.publishLocked()
 	in := make([]*inConn, 0, len(l.inbound))
 	for c := range l.inbound {
 		in = append(in, c)
@@ -449,9 +469,12 @@ func (l *Links) acceptLoop() {
 // batch (it will write p's bytes before it next reads), and reports whether
 // it did.
 func (l *Links) deferKick(p *peer) bool {
+	if l.handling.Load() == 0 {
+		return false // no batch under way: write now (a batch that begins meanwhile changes nothing)
+	}
 	l.deferMu.Lock()
 	defer l.deferMu.Unlock()
-	if l.handling == 0 {
+	if l.handling.Load() == 0 {
 		return false
 	}
 	if !p.deferred {
@@ -462,18 +485,14 @@ func (l *Links) deferKick(p *peer) bool {
 }
 
 // beginBatch marks a reader goroutine as handling messages.
-func (l *Links) beginBatch() {
-	l.deferMu.Lock()
-	l.handling++
-	l.deferMu.Unlock()
-}
+func (l *Links) beginBatch() { l.handling.Add(1) }
 
 // endBatch ends a reader goroutine's batch and writes out every deferred
 // peer. Under the same mutex as deferKick, so a sender that saw a batch
 // under way is always on the list this (or another) reader writes out.
 func (l *Links) endBatch(scratch []*peer) []*peer {
 	l.deferMu.Lock()
-	l.handling--
+	l.handling.Add(-1)
 	out := append(scratch[:0], l.deferred...)
 	for _, p := range l.deferred {
 		p.deferred = false
