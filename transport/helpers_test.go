@@ -100,9 +100,9 @@ func newNode(t testing.TB, name string, sl transport.StreamLayer, tweak func(*tr
 	return &node{links: l, rec: rec, reg: reg, addr: sl.Addr().String()}
 }
 
-// memCluster starts Links for names on a memnet network and connects every
-// pair.
-func memCluster(t testing.TB, net *memnet.Network, tweak func(*transport.Config), names ...string) map[string]*node {
+// memNodes starts Links for names on a memnet network, not told of each
+// other.
+func memNodes(t testing.TB, net *memnet.Network, tweak func(*transport.Config), names ...string) map[string]*node {
 	t.Helper()
 	nodes := map[string]*node{}
 	for _, name := range names {
@@ -112,6 +112,14 @@ func memCluster(t testing.TB, net *memnet.Network, tweak func(*transport.Config)
 		}
 		nodes[name] = newNode(t, name, mn.StreamLayer(), tweak)
 	}
+	return nodes
+}
+
+// memCluster starts Links for names on a memnet network and connects every
+// pair.
+func memCluster(t testing.TB, net *memnet.Network, tweak func(*transport.Config), names ...string) map[string]*node {
+	t.Helper()
+	nodes := memNodes(t, net, tweak, names...)
 	for a, na := range nodes {
 		for b, nb := range nodes {
 			if a != b {

@@ -50,17 +50,9 @@ func TestOnePairOneConnection(t *testing.T) {
 // fail fast until the peer connects.
 func TestWaitsToBeDialled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := newNet(t)
-		var nodes [2]*node
-		for i, name := range []string{"a", "b"} {
-			mn, err := net.AddNode(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nodes[i] = newNode(t, name, mn.StreamLayer(), nil)
-			defer nodes[i].links.Close()
-		}
-		a, b := nodes[0], nodes[1]
+		nodes := memNodes(t, newNet(t), nil, "a", "b")
+		defer closeAll(nodes)
+		a, b := nodes["a"], nodes["b"]
 		if err := b.links.SetPeer("a", a.addr); err != nil {
 			t.Fatal(err)
 		}
@@ -94,17 +86,9 @@ func TestWaitsToBeDialled(t *testing.T) {
 // it stays up, and becomes the link when the dialler is added: no redial.
 func TestEarlyConnectionAdopted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := newNet(t)
-		var nodes [2]*node
-		for i, name := range []string{"a", "b"} {
-			mn, err := net.AddNode(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nodes[i] = newNode(t, name, mn.StreamLayer(), nil)
-			defer nodes[i].links.Close()
-		}
-		a, b := nodes[0], nodes[1]
+		nodes := memNodes(t, newNet(t), nil, "a", "b")
+		defer closeAll(nodes)
+		a, b := nodes["a"], nodes["b"]
 		if err := a.links.SetPeer("b", b.addr); err != nil {
 			t.Fatal(err)
 		}
