@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"sync"
 	"time"
@@ -103,25 +102,6 @@ func (l *Links) read(r *inReader, remote string) error {
 func lendsReading(c net.Conn) bool {
 	_, ok := c.(*net.TCPConn)
 	return ok
-}
-
-// setReader makes r the reader of peer's link, the one Await uses.
-func (l *Links) setReader(peer string, r *inReader) {
-	l.mu.Lock()
-	m := maps.Clone(*l.readers.Load())
-	m[peer] = r
-	l.readers.Store(&m)
-	l.mu.Unlock()
-}
-
-func (l *Links) dropReader(peer string, r *inReader) {
-	l.mu.Lock()
-	if (*l.readers.Load())[peer] == r {
-		m := maps.Clone(*l.readers.Load())
-		delete(m, peer)
-		l.readers.Store(&m)
-	}
-	l.mu.Unlock()
 }
 
 func (l *Links) forgetInbound(ic *inConn) {

@@ -64,10 +64,6 @@ type Links struct {
 	// acceptSeq numbers accepted connections, so that the latest from a
 	// peer is the one its link adopts.
 	acceptSeq uint64
-	// readers is the reading side of each peer's link, for Await: a map
-	// replaced (under mu) rather than changed, so that Await reads it
-	// without a lock.
-	readers atomic.Pointer[map[string]*inReader]
 
 	callSlots sync.Pool // *callSlot of finished Calls
 	pingFrame []byte    // the encoded heartbeat answer, written as is
@@ -112,7 +108,6 @@ func New(cfg Config) (*Links, error) {
 		peers:   map[string]*peer{},
 		inbound: map[*inConn]struct{}{},
 	}
-	l.readers.Store(&map[string]*inReader{})
 	l.view.Store(&peerView{peers: map[string]*peer{}})
 	l.pingFrame, _ = wire.AppendFrame(nil, wire.Header{}, &wire.Ping{}, &cfg.Limits) // a Ping is always valid
 	l.wg.Add(1)
@@ -379,8 +374,8 @@ func (w Wait) End() {
 // Like Call, Await must not be called while holding anything a Handler or
 // Go callback may need.
 func (l *Links) Await(peer string, w Waiter) Wait {
-	if r := (*l.readers.Load())[peer]; r != nil && r.lend {
-		return Wait{r, r.help(w)}
+	if p, err := l.peer(peer); err == nil {
+		return p.await(w)
 	}
 	return Wait{}
 }

@@ -78,6 +78,8 @@ type peer struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	rng      *rand.Rand // backoff jitter; used by run only
+	// reader is the reading side of the link while it is up, for Await.
+	reader atomic.Pointer[inReader]
 
 	mu        sync.Mutex
 	state     peerState
@@ -300,7 +302,7 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 	if wake {
 		p.kick()
 	}
-	w := p.l.Await(p.name, slot)
+	w := p.await(slot)
 	defer p.l.putCallSlot(slot)
 	select {
 	case r := <-slot.ch:
@@ -318,6 +320,14 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 		return r.msg, r.err
 	}
 	return nil, ctx.Err()
+}
+
+// await is Links.Await for this peer.
+func (p *peer) await(w Waiter) Wait {
+	if r := p.reader.Load(); r != nil && r.lend {
+		return Wait{r, r.help(w)}
+	}
+	return Wait{}
 }
 
 // waitUp returns when the link is up, ctx ends or the peer stops.
@@ -568,8 +578,8 @@ var errReplaced = errors.New("the peer dialled a new connection")
 // if the peer dialled a newer one meanwhile, that one.
 func (p *peer) serve(ic *inConn) (*inConn, error) {
 	c := ic.conn
-	p.l.setReader(p.name, ic.r)
-	defer p.l.dropReader(p.name, ic.r)
+	p.reader.Store(ic.r)
+	defer p.reader.Store(nil)
 	tick := time.NewTicker(p.l.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	var spare []byte
