@@ -18,11 +18,12 @@ import (
 
 // Handler receives incoming requests and one-way messages. It runs on the
 // goroutine that reads the connection the message came on (its reader
-// goroutine, or a goroutine waiting in Call that took over the
+// goroutine, or a goroutine waiting in Call or Await that took over the
 // reading), one message at a time per connection, in the order sent, so it
-// must not block: hand slow work to another goroutine. in.Msg, and any byte slice in it, is valid only until the
-// handler returns; strings may be kept. Send, Go and Reply never block and
-// may be called from a handler; Call blocks and must not be.
+// must not block: hand slow work to another goroutine. in.Msg, and any byte
+// slice in it, is valid only until the handler returns; strings may be
+// kept. Send, Go and Reply never block and may be called from a handler;
+// Call and Await wait and must not be.
 type Handler func(in Inbound)
 
 // Inbound is one incoming message.
