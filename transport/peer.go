@@ -284,17 +284,16 @@ func (p *peer) reply(to ReplyTo, m wire.Message) error {
 // call sends a request and waits for its reply.
 func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 	slot := p.l.getCallSlot()
+	defer p.l.putCallSlot(slot) // once nobody can send on it any more
 	p.mu.Lock()
 	if err := p.writableLocked(); err != nil {
 		p.mu.Unlock()
-		p.l.putCallSlot(slot)
 		return nil, err
 	}
 	id := p.l.nextID.Add(1)
 	wake, err := p.appendLocked(wire.Header{ID: id}, m)
 	if err != nil {
 		p.mu.Unlock()
-		p.l.putCallSlot(slot)
 		return nil, err
 	}
 	p.pending[id] = pendingCall{slot: slot}
@@ -303,7 +302,6 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 		p.kick()
 	}
 	w := p.await(slot)
-	defer p.l.putCallSlot(slot)
 	select {
 	case r := <-slot.ch:
 		w.End()
