@@ -50,7 +50,9 @@
 // master, a Call in recovery or lease renewal), so that its answer wakes it
 // straight from the network. Handling takes one shard mutex, runs the table
 // and queues replies (never blocking), so it runs the same on either; a
-// Lock waits holding no mutex.
+// Lock waits holding no mutex. An answer that reaches a waiting Lock some
+// other way (locally, from a new master after recovery) interrupts its
+// reading (transport's Lender.Interrupt, in signalDone).
 // Blocking callbacks run on one dispatcher goroutine per node, never under
 // a shard mutex: the callbacks of one lock come in the order the master
 // sent them, and a callback may call the lock API. A slow callback delays

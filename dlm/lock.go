@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
@@ -56,9 +57,13 @@ type Lock struct {
 	// done is read, until the next operation starts: the Lock's Waiter for
 	// the transport (lockWait).
 	answered atomic.Bool
-	lost     chan struct{} // closed when the lock is lost; made on demand
-	lostErr  error
-	refs     int // acquisitions of a reentrant owner
+	// lender is the master's connection while the waiter reads it for its
+	// answer (lockWait): an answer that arrives otherwise (a local event,
+	// another master after recovery) must interrupt that reading.
+	lender  atomic.Pointer[transport.Lender]
+	lost    chan struct{} // closed when the lock is lost; made on demand
+	lostErr error
+	refs    int // acquisitions of a reentrant owner
 	// pendingConvert: the caller gave up on a conversion that may still
 	// be granted.
 	pendingConvert bool
@@ -300,8 +305,12 @@ func ctxError(err error) error {
 // first the operation is withdrawn; if it ended meanwhile, its outcome wins.
 func (lk *Lock) wait(ctx context.Context) error {
 	if name := lk.masterName(); name != lk.ls.node.self.name {
-		w := lk.ls.node.links.Await(name, (*lockWait)(lk))
-		defer w.End()
+		if ld := lk.ls.node.links.Lender(name); ld != nil {
+			lk.lender.Store(ld)
+			w := ld.Await(ctx, (*lockWait)(lk))
+			lk.lender.Store(nil)
+			defer w.End()
+		}
 	}
 	select {
 	case <-lk.done:
@@ -383,6 +392,7 @@ func (lk *Lock) withdraw(cause error) error {
 func (lk *Lock) signalDone() {
 	lk.answered.Store(true)
 	signal(lk.done)
+	lk.lender.Load().Interrupt() // after answered: the reader looks at it
 }
 
 // resetDone readies a fresh done channel for an operation about to start.

@@ -50,7 +50,7 @@ type Config struct {
 	// that both see traffic even when idle. Default 500 ms.
 	HeartbeatInterval time.Duration
 	// IdleTimeout fails a connection on which nothing arrived for that long
-	// (at least 7/8 of it: the read deadline moves in eighths): a peer that
+	// (at most 9/8 of it: the read deadline moves in eighths): a peer that
 	// vanished without closing (power loss, partition). Must be at least
 	// twice HeartbeatInterval. Default 3 s.
 	IdleTimeout time.Duration

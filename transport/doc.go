@@ -83,9 +83,11 @@
 // and the Handler and callbacks then run on the waiting goroutine; the
 // reader goroutine reads while some waiter is blocked, steps aside once
 // none is, parks, and comes back within watcherPark (20 µs) when nobody
-// reads, or at once when a waiter gives up after its budget (100 µs) or
-// meets an error, which the reader goroutine then handles as its own. Plain
-// TCP connections only; the design and its costs are in reader.go.
+// reads, or at once when a waiter leaves with others waiting or meets an
+// error, which the reader goroutine then handles as its own. A waiter reads
+// until its outcome is in, its context ends, or it is interrupted
+// (Lender.Interrupt: its outcome came from elsewhere). Plain TCP
+// connections only; the design and its costs are in reader.go.
 //
 // # Request ids and replies
 //
@@ -106,9 +108,10 @@
 //     answers it; both ends fail a connection on which nothing arrived for
 //     IdleTimeout, so a peer that vanished without closing (power loss, a
 //     partition) is noticed within IdleTimeout, not after TCP's minutes.
-//     (The read deadline is moved in steps of an eighth of IdleTimeout, a
-//     runtime timer update saved per read: silence is cut off after between
-//     7/8 of IdleTimeout and all of it.)
+//     (The read deadline is an idle period of an eighth of IdleTimeout
+//     ahead and only moved when it passes, so a read costs neither a clock
+//     read nor a timer update: silence is cut off after between
+//     IdleTimeout and 9/8 of it.)
 //   - A failed connection is redialled by its dialler with capped, jittered
 //     exponential backoff (Config.Backoff); the other end fails fast
 //     (ErrUnreachable) until it is dialled again. Both ends call OnLinkDown.

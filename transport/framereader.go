@@ -17,9 +17,8 @@ import (
 // syscall drains many of them.
 const readBufferSize = 64 << 10
 
-// frameReader reads length-prefixed frames from a connection. Read syscalls
-// keep the read deadline about the idle timeout ahead (deadlineConn), so a
-// peer that sends nothing for that long is cut off.
+// frameReader reads length-prefixed frames from a connection. Reads carry
+// a read deadline that cuts off a silent peer (deadlineConn).
 type frameReader struct {
 	dc      deadlineConn
 	br      *bufio.Reader
@@ -28,64 +27,98 @@ type frameReader struct {
 	scratch []byte // holds frames larger than br's buffer
 }
 
+// deadlineConn cuts off a peer that sent nothing for the idle timeout
+// without touching the clock or the deadline on every read: both cost a
+// visible part of a round trip on this VM. The read deadline is set an
+// idle period (an eighth of the idle timeout) ahead; when it passes,
+// expired looks whether anything arrived during the period and if so sets
+// the next one. A peer is cut off after between IdleTimeout and 9/8 of it
+// of silence.
+//
+// The deadline is also how a helper's reading is interrupted (reader.go):
+// the interrupter sets it in the past, which expired tells from a period's
+// end by the clock.
 type deadlineConn struct {
 	net.Conn
+	// idle is the idle timeout; 0 leaves the deadlines to the caller (the
+	// handshake sets its own).
 	idle time.Duration
-	// The times below are durations since base. Reading the monotonic
-	// clock alone (time.Since) costs half of time.Now, which reads the wall
-	// clock too, and on this VM a clock read is a visible part of a round
-	// trip.
+	// The times below are durations since base: reading the monotonic
+	// clock alone (time.Since) costs half of time.Now.
 	base time.Time
-	// budget, while helping is set, is when a helper's turn at reading
-	// ends (reader.go): an earlier deadline than the idle one, reported as
-	// errBudget. Not inside a frame larger than the buffer, whose partial
-	// read cannot be resumed. It outlives the turn so that the next helpers
-	// can keep the deadline in force rather than move it.
-	budget  time.Duration
+	// deadline is the end of the current idle period (0: none set yet);
+	// active says a read returned data during it; quietSince is when the
+	// silence began, as far as the periods tell.
+	deadline   time.Duration
+	active     bool
+	quietSince time.Duration
+	// intr, while helping, lets another goroutine interrupt a helper's
+	// blocking read. Not inside a frame larger than the buffer, whose
+	// partial read cannot be resumed.
+	intr    *interrupter
 	helping bool
 	large   bool
-	// now, if not 0, is the time the helper starting its turn just read,
-	// for the turn's first Read; the helper clears it when it leaves.
-	now time.Duration
-	// set is the read deadline in force (0: none yet); onBudget says it is
-	// a budget's.
-	set      time.Duration
-	onBudget bool
 }
 
 func (c *deadlineConn) elapsed() time.Duration { return time.Since(c.base) }
 
-// Read sets the read deadline before it reads. Pushing the idle deadline out
-// is a timer update in the runtime, so it is only done when the deadline in
-// force is more than an eighth of the idle timeout old: a silent peer is cut
-// off after between 7/8 of IdleTimeout and all of it.
+// Read reads, going on through the ends of idle periods during which data
+// arrived. While helping it returns errInterrupted instead of blocking once
+// interrupted.
 //
 // Read ignores a failure to set the deadline: it only happens on a
 // connection that is already closed (net.Pipe says so even when only the
 // far end closed), and Read then reports how it ended, EOF or error.
 func (c *deadlineConn) Read(p []byte) (int, error) {
-	now := c.now
-	if now == 0 {
-		now = c.elapsed()
-	}
-	c.now = 0
-	deadline := now + c.idle
-	budget := c.helping && !c.large && c.budget < deadline
-	switch {
-	case budget:
-		if !c.onBudget || c.set != c.budget {
-			c.set, c.onBudget = c.budget, true
-			_ = c.SetReadDeadline(c.base.Add(c.budget))
+	for {
+		if c.deadline == 0 && c.idle > 0 {
+			now := c.elapsed()
+			c.quietSince = now
+			c.arm(now)
 		}
-	case c.onBudget || c.set < deadline-c.idle/8:
-		c.set, c.onBudget = deadline, false
-		_ = c.SetReadDeadline(c.base.Add(deadline))
+		intr := c.helping && !c.large
+		if intr && c.intr.enter() {
+			return 0, errInterrupted
+		}
+		n, err := c.Conn.Read(p)
+		if intr {
+			c.intr.inRead.Store(false)
+		}
+		if n > 0 {
+			c.active = true
+		}
+		if err == nil || c.idle == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if c.expired() {
+			return n, err
+		}
 	}
-	n, err := c.Conn.Read(p)
-	if budget && err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = errBudget
+}
+
+// arm starts an idle period at now.
+func (c *deadlineConn) arm(now time.Duration) {
+	c.deadline, c.active = now+max(c.idle/8, time.Microsecond), false
+	_ = c.SetReadDeadline(c.base.Add(c.deadline))
+}
+
+// expired handles a read deadline that passed: the end of an idle period,
+// or an interrupter's deadline in the past. It reports whether the peer has
+// been silent for the idle timeout.
+func (c *deadlineConn) expired() bool {
+	now := c.elapsed()
+	if now < c.deadline { // an interrupter's: the period goes on
+		_ = c.SetReadDeadline(c.base.Add(c.deadline))
+		return false
 	}
-	return n, err
+	if c.active {
+		c.quietSince = now
+	}
+	if now-c.quietSince >= c.idle {
+		return true
+	}
+	c.arm(now)
+	return false
 }
 
 func newFrameReader(c net.Conn, idle time.Duration, l *wire.Limits) *frameReader {
@@ -97,7 +130,7 @@ func newFrameReader(c net.Conn, idle time.Duration, l *wire.Limits) *frameReader
 // setIdle changes the idle timeout; the next read sets the deadline anew
 // (the handshake clears deadlines behind deadlineConn's back).
 func (r *frameReader) setIdle(d time.Duration) {
-	r.dc.idle, r.dc.set, r.dc.onBudget = d, 0, false
+	r.dc.idle, r.dc.deadline = d, 0
 }
 
 // hasFrame reports whether a whole frame is buffered, so that next will

@@ -55,7 +55,7 @@ func (l *Links) handshakeOut(ctx context.Context, c net.Conn, want string) (*fra
 	if err := l.writeHello(c); err != nil {
 		return nil, nil, err
 	}
-	fr := newFrameReader(c, l.cfg.HandshakeTimeout, &l.cfg.Limits)
+	fr := newFrameReader(c, 0, &l.cfg.Limits) // the handshake sets its deadlines
 	h, err := l.readHello(fr)
 	if err != nil {
 		return nil, nil, err

@@ -57,7 +57,7 @@ func (l *Links) serveInbound(ic *inConn) {
 	defer l.wg.Done()
 	defer l.forgetInbound(ic)
 	remote := ic.conn.RemoteAddr().String()
-	fr := newFrameReader(ic.conn, l.cfg.HandshakeTimeout, &l.cfg.Limits)
+	fr := newFrameReader(ic.conn, 0, &l.cfg.Limits) // the handshake sets its deadlines
 	hello, err := l.handshakeIn(ic.conn, fr)
 	if err != nil {
 		reason := handshakeReason(err)

@@ -14,13 +14,19 @@ import (
 // when the link is idle) and connects them both ways.
 func tcpPair(t *testing.T) (a, b *node) {
 	t.Helper()
+	return tcpPairWith(t, nil)
+}
+
+// tcpPairWith is tcpPair with tweak applied to both nodes' configs.
+func tcpPairWith(t *testing.T, tweak func(*transport.Config)) (a, b *node) {
+	t.Helper()
 	nodes := map[string]*node{}
 	for _, name := range []string{"a", "b"} {
 		sl, err := transport.ListenTCP(transport.TCPConfig{Addr: "127.0.0.1:0"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes[name] = newNode(t, name, sl, nil)
+		nodes[name] = newNode(t, name, sl, tweak)
 	}
 	a, b = nodes["a"], nodes["b"]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -89,9 +90,8 @@ func TestLentReadingKeepsOrder(t *testing.T) {
 	}
 }
 
-// TestLentReadingSlowReply: a reply that comes long after a helper's
-// budget is spent still reaches its Call (the reader goroutine takes over),
-// and so do the replies after it.
+// TestLentReadingSlowReply: a reply that comes long after its Call started
+// reading still reaches it, and so do the replies after it.
 func TestLentReadingSlowReply(t *testing.T) {
 	a, b := tcpPair(t)
 	defer a.links.Close()
@@ -149,6 +149,129 @@ func TestLentReadingConnectionLoss(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("waiting call not failed 10 s after its peer closed")
 	}
+}
+
+// quietLinks spaces heartbeats a minute apart, so that a goroutine reading
+// a connection for a waiter is not woken by them during a test.
+func quietLinks(c *transport.Config) {
+	c.HeartbeatInterval, c.IdleTimeout = time.Minute, 4*time.Minute
+}
+
+// lentTurn runs f right after a call, when the reader goroutine has just
+// stepped aside, so that f's wait likely reads the connection itself; it
+// reports whether it surely did (the call and f's wait both read).
+func lentTurn(t *testing.T, a *node, lock uint64, f func()) bool {
+	t.Helper()
+	before := counter(t, a.reg, lentMetric) // slow: not between the two
+	callOK(t, a, "b", lock)
+	f()
+	return counter(t, a.reg, lentMetric) >= before+2
+}
+
+// within fails the test unless done is closed within 10 s.
+func within(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still waiting after 10 s", what)
+	}
+}
+
+// TestLentCallCancelled: a Call reading the connection for a reply that
+// never comes ends when its context does, although nothing else arrives
+// to wake it.
+func TestLentCallCancelled(t *testing.T) {
+	a, b := tcpPairWith(t, quietLinks)
+	defer a.links.Close()
+	defer b.links.Close()
+	lent := 0
+	for i := range 20 {
+		if lentTurn(t, a, uint64(i+1), func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				// b never answers a Blocking sent as a request.
+				_, err := a.links.Call(ctx, "b", &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: 2, Mode: 1})
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("cancelled call ended with %v", err)
+				}
+			}()
+			waitFor(t, func() bool { return len(b.rec.messages()) == 2*i+2 })
+			cancel()
+			within(t, done, "cancelled call")
+		}) {
+			lent++
+		}
+	}
+	if lent == 0 {
+		t.Fatal("no cancelled call read the connection: the test did not exercise lending")
+	}
+	t.Logf("%d of 20 cancelled calls were reading the connection", lent)
+}
+
+// flag is a Waiter done once set.
+type flag struct{ atomic.Bool }
+
+func (f *flag) Done() bool { return f.Load() }
+
+// TestLentReadingInterrupted: a goroutine reading the connection in Await
+// for a waiter whose outcome comes from elsewhere leaves when the Lender is
+// interrupted, although nothing arrives on the connection; the connection
+// goes on working.
+func TestLentReadingInterrupted(t *testing.T) {
+	a, b := tcpPairWith(t, quietLinks)
+	defer a.links.Close()
+	defer b.links.Close()
+	lent := 0
+	for i := range 20 {
+		callOK(t, a, "b", uint64(i+1))
+		ld := a.links.Lender("b")
+		if ld == nil {
+			t.Fatal("no Lender for a TCP connection")
+		}
+		var w flag
+		returned, interrupted := make(chan struct{}), make(chan bool)
+		go func() {
+			// Await either found the reading taken and returns at once, or
+			// reads and stays until interrupted.
+			reading := false
+			select {
+			case <-returned:
+			case <-time.After(50 * time.Millisecond):
+				reading = true
+			}
+			w.Store(true)
+			ld.Interrupt()
+			select {
+			case <-returned:
+			case <-time.After(10 * time.Second):
+				t.Error("interrupted Await still reading after 10 s")
+				_ = a.links.Close() // ends the read
+			}
+			interrupted <- reading
+		}()
+		ld.Await(context.Background(), &w).End()
+		close(returned)
+		if <-interrupted {
+			lent++
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	if lent == 0 {
+		t.Fatal("no Await read the connection: the test did not exercise lending")
+	}
+	t.Logf("%d of 20 interrupted waits were reading the connection", lent)
+	callOK(t, a, "b", 100)
+	if ld := a.links.Lender("nobody"); ld != nil {
+		t.Fatal("Lender for an unknown peer")
+	}
+	var nilLender *transport.Lender
+	nilLender.Interrupt() // nothing to interrupt: no panic
+	nilLender.Await(context.Background(), new(flag)).End()
 }
 
 // waitFor polls cond over real time (TCP tests), failing after 10 s.

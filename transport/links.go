@@ -327,10 +327,10 @@ func (l *Links) Reply(to ReplyTo, m wire.Message) error {
 // caller's to keep.
 //
 // Over plain TCP the calling goroutine may read the peer's connection while
-// it waits, for up to 100 µs (see "Receiving" in the package doc), and so
-// run the Handler and Go callbacks for what arrives: Call must not be made
-// while holding anything they may need, or it deadlocks on itself. A
-// cancelled ctx is noticed after at most those 100 µs.
+// it waits (see "Receiving" in the package doc), and so run the Handler and
+// Go callbacks for what arrives: Call must not be made while holding
+// anything they may need, or it deadlocks on itself. A ctx that ends
+// interrupts that reading (context.AfterFunc).
 func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Message, error) {
 	p, err := l.userPeer(peer, m)
 	if err != nil {
@@ -364,21 +364,58 @@ func (w Wait) End() {
 // Await lends the calling goroutine to the reading of the connection to
 // peer while it waits for something that peer sends (a Call's reply, a
 // lock's grant): if nobody else reads it, it reads and handles what
-// arrives, Handler calls included, until w is done, 100 µs have passed, or
-// the connection fails. It is only a way to be woken by the network rather
-// than by the connection's reader goroutine, which saves a goroutine
-// hand-off per round trip: the caller still waits for its outcome in its
-// usual way afterwards, and then calls End on the result. While a caller
-// waits that way, the reader goroutine reads for it (reader.go). Plain TCP
-// connections only; on others Await does nothing.
+// arrives, Handler calls included, until w is done, ctx ends, the
+// connection fails, or the wait is interrupted (Lender.Interrupt). It is
+// only a way to be woken by the network rather than by the connection's
+// reader goroutine, which saves a goroutine hand-off per round trip: the
+// caller still waits for its outcome in its usual way afterwards, and then
+// calls End on the result. While a caller waits that way, the reader
+// goroutine reads for it (reader.go). Plain TCP connections only; on others
+// Await does nothing.
+//
+// A waiter whose outcome may come from elsewhere than peer (a local event,
+// another connection) must be interrupted when it does: use Lender, whose
+// Interrupt does that, rather than Await.
 //
 // Like Call, Await must not be called while holding anything a Handler or
 // Go callback may need.
-func (l *Links) Await(peer string, w Waiter) Wait {
+func (l *Links) Await(ctx context.Context, peer string, w Waiter) Wait {
+	return l.Lender(peer).Await(ctx, w)
+}
+
+// Lender returns the reading of the connection to peer as it can be lent
+// to waiting goroutines, or nil if it cannot (no connection yet, or not
+// plain TCP); the methods of a nil Lender do nothing. A Lender belongs to
+// one connection: after a reconnect, get the new one.
+func (l *Links) Lender(peer string) *Lender {
 	if p, err := l.peer(peer); err == nil {
-		return p.await(w)
+		if r := p.reader.Load(); r != nil && r.lend {
+			return &r.lender
+		}
 	}
-	return Wait{}
+	return nil
+}
+
+// Lender is the reading of one connection, as lent by Await.
+type Lender struct{ r *inReader }
+
+// Await is Links.Await on this Lender's connection.
+func (ld *Lender) Await(ctx context.Context, w Waiter) Wait {
+	if ld == nil {
+		return Wait{}
+	}
+	return Wait{ld.r, ld.r.help(ctx, w)}
+}
+
+// Interrupt ends the reading of the goroutine that reads this connection in
+// Await, if any, so that it looks at its Waiter again: call it when a
+// Waiter's outcome came from elsewhere than this connection, after Done
+// reports it. Cheap when nobody is blocked reading; safe from any
+// goroutine, the reading one included.
+func (ld *Lender) Interrupt() {
+	if ld != nil {
+		ld.r.interrupt()
+	}
 }
 
 // Go sends a request and returns at once. Unless Go returns an error, cb

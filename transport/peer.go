@@ -301,7 +301,7 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 	if wake {
 		p.kick()
 	}
-	w := p.await(slot)
+	w := p.await(ctx, slot)
 	select {
 	case r := <-slot.ch:
 		w.End()
@@ -321,9 +321,9 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 }
 
 // await is Links.Await for this peer.
-func (p *peer) await(w Waiter) Wait {
+func (p *peer) await(ctx context.Context, w Waiter) Wait {
 	if r := p.reader.Load(); r != nil && r.lend {
-		return Wait{r, r.help(w)}
+		return Wait{r, r.help(ctx, w)}
 	}
 	return Wait{}
 }

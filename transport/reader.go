@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,11 +41,15 @@ import (
 //   - A parked watcher comes back after watcherPark if nobody holds the
 //     role, so traffic that arrives while no helper reads (requests from the
 //     peer, notifications) waits at most that long; and at once when a
-//     helper leaves with waiters registered (itself included, if its budget
-//     ran out first), or failed.
-//   - A helper reads for at most helperBudget (the reading deadline), then
-//     leaves: its outcome may come from elsewhere (another connection, a
-//     local event), and it must not sit in the netpoller long for it.
+//     helper leaves with waiters registered (itself included, if it was
+//     interrupted first), or failed.
+//   - A helper reads until its waiter is done, its context ends, or it is
+//     interrupted: its outcome may come from elsewhere (another connection,
+//     a local event), and then whoever decided it calls Lender.Interrupt,
+//     which sets the read deadline in the past under the helper (see
+//     interrupter). An earlier version bounded each turn by a 100 µs read
+//     deadline instead; moving that deadline every few turns, and the
+//     clock reads to decide when, cost 3-5 % of a link round trip.
 //   - A helper that meets a connection error leaves it to the watcher, which
 //     ends the connection as it always has (log, metric, failed calls).
 //
@@ -57,9 +63,10 @@ import (
 // keep their reader goroutine (their wake-ups are not the bottleneck, and
 // synctest tests keep their exact timing).
 
-// The two durations trade the round trip against the latency of traffic
-// nobody waits for. Measured with bench/compare (dlm only, 8 s runs, with
-// the first version of the stepping down, see above): with
+// The park (and the helpers' budget of the time) trade the round trip
+// against the latency of traffic nobody waits for. Measured with
+// bench/compare (dlm only, 8 s runs, with the first version of the
+// stepping down, see above): with
 // a 200 µs park and a 1 ms budget, the readers workload, where few
 // goroutines wait on the network and most traffic is unsolicited (blocking
 // notifications, requests to this node as master), fell from ~505k to
@@ -67,15 +74,9 @@ import (
 // runs without lending, uncontended's p99 is lower (1.3 vs 1.65 ms) and hot
 // gains 10-25 %. A 10 µs park wakes the watcher so often that the link
 // round trip suffers.
-const (
-	// watcherPark is how long a watcher that stepped down stays parked
-	// before it reads again if no helper holds the role.
-	watcherPark = 20 * time.Microsecond
-	// helperBudget bounds how long one Await reads (some ten round trips);
-	// longer waits go back to the watcher, and a cancelled context is
-	// noticed no later than this.
-	helperBudget = 100 * time.Microsecond
-)
+// watcherPark is how long a watcher that stepped down stays parked before
+// it reads again if no helper holds the role.
+const watcherPark = 20 * time.Microsecond
 
 // maxStepDownScan: with more waiters registered than this, the watcher does
 // not look whether they are all done (under load one nearly always waits);
@@ -89,8 +90,8 @@ const (
 	roleFree                  // nobody: the watcher is parked
 )
 
-// errBudget ends a helper's turn when helperBudget is spent.
-var errBudget = errors.New("transport: helper's reading budget spent")
+// errInterrupted ends a helper's turn when it is interrupted.
+var errInterrupted = errors.New("transport: helper's reading interrupted")
 
 // inReader is the reading side of an accepted connection after its
 // handshake. fr, dec and flush belong to whoever holds the role. The role
@@ -109,6 +110,11 @@ type inReader struct {
 	wanted atomic.Bool           // goroutines wait for what the watcher reads
 	failed atomic.Pointer[error] // a helper's connection error, for the watcher
 	resume chan struct{}         // 1-buffered: wakes the parked watcher
+	intr   interrupter           // ends a helper's read
+	// interruptFn is interrupt as a func value, made once: context.AfterFunc
+	// takes one per helper's turn.
+	interruptFn func()
+	lender      Lender
 
 	// mu guards the waiters: goroutines blocked until what this
 	// connection brings makes their done report true, keyed by a token.
@@ -125,11 +131,15 @@ type inReader struct {
 }
 
 func newInReader(l *Links, ic *inConn, fr *frameReader, hello *wire.Hello, lend bool) *inReader {
-	return &inReader{
+	r := &inReader{
 		l: l, ic: ic, hello: hello, fr: fr, lend: lend,
 		dec:    wire.NewDecoder(l.cfg.Limits),
 		resume: make(chan struct{}, 1),
+		intr:   interrupter{conn: fr.dc.Conn},
 	}
+	r.interruptFn, r.lender.r = r.interrupt, r
+	fr.dc.intr = &r.intr
+	return r
 }
 
 // watch is the reader goroutine's loop: read and handle batches while it
@@ -200,11 +210,14 @@ func (r *inReader) wake() {
 	}
 }
 
-// help reads on behalf of a waiting goroutine until w is done or the
-// budget is spent, if the role is free. If w is still not done then, the
-// goroutine is registered as a waiter and must call unregister with the
-// token (non-zero) once it stops waiting.
-func (r *inReader) help(w Waiter) (token uint64) {
+// help reads on behalf of a waiting goroutine until w is done, ctx ends or
+// the reading is interrupted, if the role is free. If w is still not done
+// then, the goroutine is registered as a waiter and must call unregister
+// with the token (non-zero) once it stops waiting.
+func (r *inReader) help(ctx context.Context, w Waiter) (token uint64) {
+	if ctx.Err() != nil {
+		return 0
+	}
 	if !r.take() {
 		if token = r.register(w); token != 0 {
 			return token
@@ -216,13 +229,21 @@ func (r *inReader) help(w Waiter) (token uint64) {
 		return 0
 	}
 	r.l.met.lentReads.Inc()
-	r.startBudget()
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, r.interruptFn)
+	}
+	r.fr.dc.helping = true
 	var err error
 	for err == nil && !w.Done() {
 		err = r.batch()
 	}
-	r.fr.dc.helping, r.fr.dc.now = false, 0
-	if err != nil && !errors.Is(err, errBudget) {
+	r.fr.dc.helping = false
+	r.intr.pending.Store(false) // an interrupt for this turn is spent
+	if stop != nil {
+		stop()
+	}
+	if err != nil && !errors.Is(err, errInterrupted) {
 		failed := err // a copy, so that err itself does not escape
 		r.failed.Store(&failed)
 	}
@@ -241,8 +262,51 @@ func (r *inReader) help(w Waiter) (token uint64) {
 	return token
 }
 
+// interrupt ends the blocking read of the helper holding the role, if any:
+// its waiter's outcome came from elsewhere, or its context ended. Whichever
+// helper holds the role then is interrupted; one that was not meant finds
+// its waiter not done and waits the usual way.
+func (r *inReader) interrupt() {
+	if r.role.Load() == roleHelper {
+		r.intr.interrupt()
+	}
+}
+
+// interrupter lets another goroutine end a helper's blocking read. The
+// helper announces a read in inRead and then looks at pending; the
+// interrupter sets pending and then looks at inRead: one of them sees the
+// other (the atomics are sequentially consistent), so either the helper
+// does not block or its read deadline is set in the past under it.
+type interrupter struct {
+	conn    net.Conn
+	pending atomic.Bool // the current turn is interrupted
+	inRead  atomic.Bool // the helper is in, or about to enter, a read
+}
+
+// enter is called by the helper before a blocking read; true if it must
+// not read but leave. The helper clears inRead after the read.
+func (i *interrupter) enter() bool {
+	i.inRead.Store(true)
+	if i.pending.Load() {
+		i.inRead.Store(false)
+		return true
+	}
+	return false
+}
+
+func (i *interrupter) interrupt() {
+	i.pending.Store(true)
+	if i.inRead.Load() {
+		_ = i.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
 func (r *inReader) take() bool {
-	return r.role.Load() == roleFree && r.role.CompareAndSwap(roleFree, roleHelper)
+	if r.role.Load() != roleFree || !r.role.CompareAndSwap(roleFree, roleHelper) {
+		return false
+	}
+	r.intr.pending.Store(false) // one meant for an earlier turn
+	return true
 }
 
 // register adds a waiter that found the role taken, and asks the watcher to
@@ -292,18 +356,6 @@ func (r *inReader) unregister(token uint64) {
 	delete(r.waiters, token)
 	r.nwaiters.Store(int32(len(r.waiters)))
 	r.mu.Unlock()
-}
-
-// startBudget starts a helper's turn. Moving a read deadline is a runtime
-// timer update, so a budget deadline still half a budget or more away is
-// kept: a turn lasts between helperBudget/2 and helperBudget.
-func (r *inReader) startBudget() {
-	dc := &r.fr.dc
-	now := dc.elapsed()
-	if dc.budget < now+helperBudget/2 {
-		dc.budget = now + helperBudget
-	}
-	dc.helping, dc.now = true, now
 }
 
 // batch reads at least one frame (blocking if none is buffered), handles
