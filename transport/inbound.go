@@ -168,11 +168,15 @@ func (l *Links) pong(ic *inConn) error {
 // blocked Call gets a message of its own (DecodeOwned), a Go callback the
 // decoder's, valid during the callback. A reply nobody waits for (the call
 // failed or timed out) is still decoded, as bad input must end the
-// connection, and dropped.
-func (l *Links) deliverReply(from string, dec *wire.Decoder, payload []byte, id uint64) error {
+// connection, and dropped. p is the peer whose link the connection is, nil
+// if not known yet (then it is looked up by from).
+func (l *Links) deliverReply(p *peer, from string, dec *wire.Decoder, payload []byte, id uint64) error {
 	var pc pendingCall
 	ok := false
-	if p, err := l.peer(from); err == nil {
+	if p == nil {
+		p, _ = l.peer(from)
+	}
+	if p != nil {
 		pc, ok = p.take(id)
 	}
 	var m wire.Message

@@ -576,6 +576,7 @@ var errReplaced = errors.New("the peer dialled a new connection")
 // if the peer dialled a newer one meanwhile, that one.
 func (p *peer) serve(ic *inConn) (*inConn, error) {
 	c := ic.conn
+	ic.r.owner.Store(p)
 	p.reader.Store(ic.r)
 	defer p.reader.Store(nil)
 	tick := time.NewTicker(p.l.cfg.HeartbeatInterval)

@@ -111,6 +111,10 @@ type inReader struct {
 	failed atomic.Pointer[error] // a helper's connection error, for the watcher
 	resume chan struct{}         // 1-buffered: wakes the parked watcher
 	intr   interrupter           // ends a helper's read
+	// owner is the peer whose link this connection is, once it is: its
+	// pending calls are the ones replies on it answer (saves a lookup by
+	// name per reply).
+	owner atomic.Pointer[peer]
 	// interruptFn is interrupt as a func value, made once: context.AfterFunc
 	// takes one per helper's turn.
 	interruptFn func()
@@ -387,7 +391,7 @@ func (r *inReader) handle(payload []byte) error {
 		return err
 	}
 	if h.Reply {
-		err = r.l.deliverReply(r.hello.Node, r.dec, payload, h.ID)
+		err = r.l.deliverReply(r.owner.Load(), r.hello.Node, r.dec, payload, h.ID)
 	} else {
 		var m wire.Message
 		if _, m, err = r.dec.Decode(payload); err == nil {
