@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,17 +158,6 @@ func quietLinks(c *transport.Config) {
 	c.HeartbeatInterval, c.IdleTimeout = time.Minute, 4*time.Minute
 }
 
-// lentTurn runs f right after a call, when the reader goroutine has just
-// stepped aside, so that f's wait likely reads the connection itself; it
-// reports whether it surely did (the call and f's wait both read).
-func lentTurn(t *testing.T, a *node, lock uint64, f func()) bool {
-	t.Helper()
-	before := counter(t, a.reg, lentMetric) // slow: not between the two
-	callOK(t, a, "b", lock)
-	f()
-	return counter(t, a.reg, lentMetric) >= before+2
-}
-
 // within fails the test unless done is closed within 10 s.
 func within(t *testing.T, done <-chan struct{}, what string) {
 	t.Helper()
@@ -187,23 +177,23 @@ func TestLentCallCancelled(t *testing.T) {
 	defer b.links.Close()
 	lent := 0
 	for i := range 20 {
-		if lentTurn(t, a, uint64(i+1), func() {
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				// b never answers a Blocking sent as a request.
-				_, err := a.links.Call(ctx, "b", &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: 2, Mode: 1})
-				if !errors.Is(err, context.Canceled) {
-					t.Errorf("cancelled call ended with %v", err)
-				}
-			}()
-			waitFor(t, func() bool { return len(b.rec.messages()) == 2*i+2 })
-			cancel()
-			within(t, done, "cancelled call")
-		}) {
+		callOK(t, a, "b", uint64(i+1)) // the reader steps aside for the next
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// b never answers a Blocking sent as a request.
+			_, err := a.links.Call(ctx, "b", &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: 2, Mode: 1})
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("cancelled call ended with %v", err)
+			}
+		}()
+		waitFor(t, func() bool { return len(b.rec.messages()) == 2*i+2 })
+		if transport.HelperReads(a.links, "b") { // the call does: nobody else waits
 			lent++
 		}
+		cancel()
+		within(t, done, "cancelled call")
 	}
 	if lent == 0 {
 		t.Fatal("no cancelled call read the connection: the test did not exercise lending")
@@ -237,10 +227,15 @@ func TestLentReadingInterrupted(t *testing.T) {
 			// Await either found the reading taken and returns at once, or
 			// reads and stays until interrupted.
 			reading := false
-			select {
-			case <-returned:
-			case <-time.After(50 * time.Millisecond):
-				reading = true
+			for !reading {
+				select {
+				case <-returned:
+				default:
+					reading = transport.HelperReads(a.links, "b")
+					runtime.Gosched()
+					continue
+				}
+				break
 			}
 			w.Store(true)
 			ld.Interrupt()
