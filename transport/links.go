@@ -389,9 +389,7 @@ func (l *Links) Await(ctx context.Context, peer string, w Waiter) Wait {
 // one connection: after a reconnect, get the new one.
 func (l *Links) Lender(peer string) *Lender {
 	if p, err := l.peer(peer); err == nil {
-		if r := p.reader.Load(); r != nil && r.lend {
-			return &r.lender
-		}
+		return p.lender()
 	}
 	return nil
 }

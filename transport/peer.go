@@ -301,7 +301,7 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 	if wake {
 		p.kick()
 	}
-	w := p.await(ctx, slot)
+	w := p.lender().Await(ctx, slot)
 	select {
 	case r := <-slot.ch:
 		w.End()
@@ -320,12 +320,12 @@ func (p *peer) call(ctx context.Context, m wire.Message) (wire.Message, error) {
 	return nil, ctx.Err()
 }
 
-// await is Links.Await for this peer.
-func (p *peer) await(ctx context.Context, w Waiter) Wait {
+// lender is Links.Lender for this peer: its link's reader, if it lends.
+func (p *peer) lender() *Lender {
 	if r := p.reader.Load(); r != nil && r.lend {
-		return Wait{r, r.help(ctx, w)}
+		return &r.lender
 	}
-	return Wait{}
+	return nil
 }
 
 // waitUp returns when the link is up, ctx ends or the peer stops.
