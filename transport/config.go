@@ -70,6 +70,11 @@ type Config struct {
 	// Wrap it (prometheus.WrapRegistererWith) to run several Links in one
 	// process.
 	Registerer prometheus.Registerer
+
+	// watcherPark replaces the const of that name when set: only tests
+	// do (export_test.go), to tell piggybacked bytes pushed by someone
+	// from bytes the parked watcher took along.
+	watcherPark time.Duration
 }
 
 // Backoff is a capped, jittered exponential backoff: attempt n waits

@@ -57,7 +57,12 @@
 // messages_sent_total shows the ratio). If a peer does not keep up and its
 // buffer passes Config.WriteBufferLimit, the message is refused with
 // ErrWriteBufferFull and the link is failed (fail fast), rather than
-// blocking the sender or growing without bound. While a peer is unreachable
+// blocking the sender or growing without bound. Post hands a one-way
+// message to the writer goroutine instead of writing it inline; Piggyback
+// lets one wait for the next message to the same peer, as long as nobody
+// waits on the link and its parked reader looks at least every watcherPark
+// (see "Receiving" below), which then takes it along: a goroutine's unlock
+// and its next request leave in one write. While a peer is unreachable
 // (the last connection failed or could not be made), Send, Go, Call and
 // Reply fail at once with ErrUnreachable: nothing is queued for an absent
 // peer, except until the first connection after SetPeer. Call blocks for the reply

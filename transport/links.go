@@ -94,6 +94,9 @@ func New(cfg Config) (*Links, error) {
 	if cfg.Seed == 0 {
 		cfg.Seed = cfg.BootID
 	}
+	if cfg.watcherPark <= 0 {
+		cfg.watcherPark = watcherPark
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -305,6 +308,24 @@ func (l *Links) Post(peer string, m wire.Message) error {
 		return err
 	}
 	return p.post(m)
+}
+
+// Piggyback queues a one-way message that may wait a little for company.
+// If nobody waits for anything on the link (no Await, no Call), it leaves
+// with the next message to the same peer, or when the link's parked
+// reader next looks, whichever comes first: within 20 µs
+// (watcherPark) in a busy process, within a millisecond in an idle one,
+// whose timers have that granularity. Otherwise, and on links that do not
+// lend their reading (TLS, in-process), it is a Post. dlm sends the unlock
+// of a lock nobody else asked for this way, so that a goroutine that
+// unlocks and locks again on the same master pays one write for both. It
+// never blocks.
+func (l *Links) Piggyback(peer string, m wire.Message) error {
+	p, err := l.userPeer(peer, m)
+	if err != nil {
+		return err
+	}
+	return p.piggyback(m)
 }
 
 // Reply answers a request. It never blocks. It fails with ErrStaleReply if

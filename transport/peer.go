@@ -90,6 +90,10 @@ type peer struct {
 	raw       syscall.RawConn // conn's socket, for inline writes; nil for TLS and pipes
 	writing   bool            // a write of earlier bytes is under way: keep order
 	inlineBuf []byte          // the spare buffer of the inline path
+	// lazy: what buf holds was all piggybacked: nobody has been asked to
+	// write it yet; the next message or the parked watcher will.
+	// Written under mu; read without it by the watcher's quick look.
+	lazy atomic.Bool
 
 	// Used by writeInline's raw write only, by the goroutine that set writing.
 	rawWrite func(fd uintptr) bool
@@ -198,7 +202,9 @@ func (p *peer) appendLocked(h wire.Header, m wire.Message) (bool, error) {
 	t := m.Type()
 	p.l.met.sentMsgs[t].Inc()
 	p.l.met.sentBytes[t].Add(float64(len(buf) - before))
-	return before == 0, nil
+	wake := before == 0 || p.lazy.Load() // nobody was asked to write what is queued
+	p.lazy.Store(false)
+	return wake, nil
 }
 
 // failLocked marks the link broken; the manager tears it down (and fails
@@ -256,6 +262,49 @@ func (p *peer) post(m wire.Message) error {
 		p.signal()
 	}
 	return err
+}
+
+// piggyback queues a one-way message to leave with the next message to
+// the peer, or when the link's parked watcher next looks (within
+// watcherPark), whichever comes first. Only a lending link whose reading
+// nobody holds can promise the second: there the watcher is parked and
+// looks at least that often (see inReader.watch). Otherwise it is a post.
+func (p *peer) piggyback(m wire.Message) error {
+	r := p.reader.Load()
+	if r == nil || !r.lend || r.role.Load() != roleFree || !r.alone() {
+		return p.post(m)
+	}
+	p.mu.Lock()
+	if err := p.writableLocked(); err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	first, err := p.appendLocked(wire.Header{}, m)
+	if first && err == nil {
+		p.lazy.Store(true)
+	}
+	p.mu.Unlock()
+	// The watcher takes the role and then looks at lazy; this stored lazy
+	// and now looks at the role: one of the two sees the other, so the
+	// bytes never wait for a watcher blocked in a read.
+	if r.role.Load() != roleFree {
+		p.push()
+	}
+	return err
+}
+
+// push writes now what piggyback queued, if it is still waiting.
+func (p *peer) push() {
+	if !p.lazy.Load() {
+		return
+	}
+	p.mu.Lock()
+	lazy := p.lazy.Load()
+	p.lazy.Store(false)
+	p.mu.Unlock()
+	if lazy {
+		p.kick()
+	}
 }
 
 // reply queues an answer to a request from this peer's boot to.BootID.
@@ -543,6 +592,7 @@ func (p *peer) down(err error) {
 		}
 	}
 	p.buf, p.broken, p.queuedBoot = p.buf[:0], nil, 0
+	p.lazy.Store(false)
 	if cap(p.buf) > maxIdleBuffer {
 		p.buf = nil
 	}
@@ -602,6 +652,7 @@ func (p *peer) serve(ic *inConn) (*inConn, error) {
 		}
 	}
 	_ = c.Close()
+	ic.r.wake() // a parked reader goroutine learns of the end now, not at its next look
 	return next, err
 }
 
@@ -632,6 +683,7 @@ func (p *peer) flush(c net.Conn, spare *[]byte) error {
 			return nil
 		}
 		p.buf = (*spare)[:0]
+		p.lazy.Store(false)
 		p.writing = true
 		p.mu.Unlock()
 		err := c.SetWriteDeadline(time.Now().Add(p.l.cfg.WriteTimeout))
@@ -679,6 +731,7 @@ func (p *peer) writeInline() {
 	}
 	out, raw := p.buf, p.raw
 	p.buf, p.inlineBuf = p.inlineBuf[:0], nil
+	p.lazy.Store(false)
 	p.writing = true
 	p.mu.Unlock()
 

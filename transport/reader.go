@@ -150,15 +150,23 @@ func newInReader(l *Links, ic *inConn, fr *frameReader, hello *wire.Hello, lend 
 // holds the role, step down for helpers, park while one reads. It returns
 // the error that ended the connection.
 func (r *inReader) watch() error {
-	park := time.NewTimer(watcherPark)
+	park := time.NewTimer(r.l.cfg.watcherPark)
 	defer park.Stop()
 	for {
 		if err := r.failed.Load(); err != nil {
 			return *err
 		}
-		if r.role.Load() != roleWatcher && !r.role.CompareAndSwap(roleFree, roleWatcher) {
-			r.park(park) // a helper reads
-			continue
+		if r.role.Load() != roleWatcher {
+			took := r.role.CompareAndSwap(roleFree, roleWatcher)
+			// Piggybacked bytes wait for the next message or for this
+			// look (peer.piggyback): before reading, or parking again.
+			if p := r.owner.Load(); p != nil {
+				p.push()
+			}
+			if !took {
+				r.park(park) // a helper reads
+				continue
+			}
 		}
 		select {
 		case <-r.resume: // a wake-up that crossed the timer's: stale now
@@ -199,8 +207,14 @@ func (r *inReader) stepDown() bool {
 	return true
 }
 
+// alone says whether nobody waits for what this connection brings: no
+// helper reads, no waiter is registered or counted.
+func (r *inReader) alone() bool {
+	return r.role.Load() != roleHelper && r.nwaiters.Load() == 0 && r.crowd.Load() == 0
+}
+
 func (r *inReader) park(t *time.Timer) {
-	t.Reset(watcherPark)
+	t.Reset(r.l.cfg.watcherPark)
 	select {
 	case <-r.resume:
 	case <-t.C:
