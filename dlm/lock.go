@@ -68,7 +68,11 @@ type Lock struct {
 	// be granted.
 	pendingConvert bool
 	lostReported   bool // Unlock has returned lostErr once
-	noQueue        bool // the operation in flight is a try: recovery fails it
+	// wanted: the master said another request waits for this lock (a
+	// blocking notification). Its unlock then leaves at once; otherwise it
+	// may ride on the next message to the master (see postUnlock).
+	wanted  bool
+	noQueue bool // the operation in flight is a try: recovery fails it
 	// unsent is the request or conversion in flight when its master could
 	// not be reached: the tick loop sends it again, and a recovery reports
 	// it (a dead master's requests wait for the view without it).
@@ -482,15 +486,32 @@ func (lk *Lock) giveBack(sh *shard) {
 		sh.releases = append(sh.releases, master.Release{Lock: lk.key(), Owner: lk.ownerID})
 		return
 	}
-	lk.postUnlock(sh, wire.LVBNone, nil)
+	lk.postUnlock(sh, wire.LVBNone, nil, false)
 }
 
 // postUnlock posts the release of the lock to its master; if the master
 // cannot be reached now, the tick loop posts it again (a recovery drops it:
 // the lock is no longer reported). Caller holds sh.mu.
-func (lk *Lock) postUnlock(sh *shard, op wire.LVBOp, val []byte) {
+//
+// With lazy, the release rides on the next message to the master
+// (transport's Piggyback): a goroutine that unlocks and locks again there
+// pays one write for both. Only the unlock of a lock no other request
+// waited for goes so (the master sends a blocking notification when one
+// does: lk.wanted); it waits at most until the link's parked reader next
+// looks at the connection (20 µs in a busy process, a millisecond in an
+// idle one), and only when nobody on this node waits on that link.
+// Meanwhile the master still counts the lock as held: a request for it
+// waits that much longer, a try-lock may fail.
+func (lk *Lock) postUnlock(sh *shard, op wire.LVBOp, val []byte, lazy bool) {
 	sh.unl = wire.UnlockRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID), LVB: val, LVBOp: op}
-	if err := lk.post(&sh.unl); err != nil {
+	links, name := lk.ls.node.links, lk.masterName()
+	var err error
+	if lazy {
+		err = links.Piggyback(name, &sh.unl)
+	} else {
+		err = links.Post(name, &sh.unl)
+	}
+	if err != nil {
 		lk.ls.node.deferUnlock(lk, op, val)
 	}
 }
@@ -513,6 +534,7 @@ func (lk *Lock) forgetLocked(sh *shard) {
 // blocked queues the lock's blocking callback. Caller holds sh.mu.
 func (lk *Lock) blocked(want modes.Mode) {
 	lk.ls.node.met.blocking.Inc()
+	lk.wanted = true
 	if lk.onBlock != nil && (lk.state == stGranted || lk.state == stConverting) {
 		lk.ls.node.callbacks.push(lk.onBlock, want)
 	}
@@ -579,7 +601,7 @@ func (lk *Lock) releaseAtMaster(sh *shard, _ modes.Mode) error {
 	if lk.local() {
 		return fromMaster(lk.ls.tableRelease(sh, master.Release{Lock: lk.key(), Owner: lk.ownerID, LVBOp: master.LVBOp(op), LVB: val}))
 	}
-	lk.postUnlock(sh, op, val)
+	lk.postUnlock(sh, op, val, !lk.wanted)
 	return nil
 }
 
@@ -608,9 +630,12 @@ func (lk *Lock) keepWrittenValue(op wire.LVBOp, val []byte) {
 	}
 }
 
-// Unlock releases the lock. The master is told at once; for a remote master
-// Unlock does not wait for an answer (there is nothing to wait for: the
-// lock is gone as far as this node is concerned). A second Unlock fails with
+// Unlock releases the lock. For a remote master Unlock does not wait for an
+// answer (there is nothing to wait for: the lock is gone as far as this
+// node is concerned). The master is told at once if another request waited
+// for the lock; otherwise the message may wait up to the transport's
+// reader park (20 µs busy, a millisecond idle) to leave with this node's
+// next message to that master. A second Unlock fails with
 // ErrNotHeld; an Unlock while a Convert is in progress with ErrBusy.
 func (lk *Lock) Unlock() error {
 	if o := lk.owner; o != nil && o.reentrant {
