@@ -214,11 +214,11 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		return nil
 	}
 	lk.resetDone()
-	p := &pendingReq{flags: o.tableFlags()}
+	p := pendingReq{flags: o.tableFlags()}
 	if timeout > 0 {
 		p.deadline = time.Now().Add(timeout)
 	}
-	lk.sendPending(p)
+	lk.sendPending(&p)
 	return nil
 }
 
@@ -263,8 +263,14 @@ func (lk *Lock) sendPending(p *pendingReq) {
 		if lk.unsent == nil {
 			sh.unsent = append(sh.unsent, lk)
 		}
-		p.lvb = slices.Clone(p.lvb)
-		lk.unsent = p
+		if p != lk.unsent {
+			// Kept to send again: a copy, so that a first try's p lives on
+			// its caller's stack.
+			q := new(pendingReq)
+			*q = *p
+			q.lvb = slices.Clone(p.lvb)
+			lk.unsent = q
+		}
 		return
 	}
 	lk.unsent = nil
@@ -720,11 +726,11 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	} else if lk.local() {
 		err = lk.convertLocal(o, op, val, timeout)
 	} else {
-		p := &pendingReq{convert: true, flags: o.tableFlags(), lvbOp: op, lvb: val}
+		p := pendingReq{convert: true, flags: o.tableFlags(), lvbOp: op, lvb: val}
 		if timeout > 0 {
 			p.deadline = time.Now().Add(timeout)
 		}
-		lk.sendPending(p)
+		lk.sendPending(&p)
 	}
 	if err == nil && op != wire.LVBNone {
 		lk.valueOp, lk.newValue = wire.LVBNone, lk.newValue[:0]

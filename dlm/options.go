@@ -53,13 +53,16 @@ func DemoteOnDeadlock() LockOption { return func(l *lockOpts) { l.flags |= maste
 func Expedite() LockOption { return func(l *lockOpts) { l.flags |= master.Expedite } }
 
 func buildOpts(opts []LockOption) lockOpts {
-	var o lockOpts
+	if len(opts) == 0 {
+		return lockOpts{} // the common case: no allocation (o below escapes into f)
+	}
+	o := new(lockOpts)
 	for _, f := range opts {
 		if f != nil {
-			f(&o)
+			f(o)
 		}
 	}
-	return o
+	return *o
 }
 
 func (o *lockOpts) validate(mode modes.Mode, convert bool) error {
