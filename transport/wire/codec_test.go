@@ -2,9 +2,11 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestRoundTripEveryType(t *testing.T) {
@@ -230,7 +232,7 @@ func TestReasonCoversSentinels(t *testing.T) {
 }
 
 // Steady traffic does not allocate for interned names; a resource name costs
-// one allocation.
+// at most one allocation (none when the same name came just before).
 func TestDecodeAllocations(t *testing.T) {
 	frame := mustFrame(t, Header{ID: 1}, samples()[3])
 	d := NewDecoder(DefaultLimits())
@@ -244,5 +246,48 @@ func TestDecodeAllocations(t *testing.T) {
 	})
 	if n > 1 {
 		t.Fatalf("decoding a lock request: %v allocs, want ≤ 1", n)
+	}
+}
+
+// TestRecentResourceNames: an unlock naming the resource its lock request
+// named gets the request's string, without allocating; every name decodes
+// right however the recent slots collide.
+func TestRecentResourceNames(t *testing.T) {
+	d := NewDecoder(DefaultLimits())
+	decodeResource := func(m Message) string {
+		t.Helper()
+		_, got, err := d.DecodeFrame(mustFrame(t, Header{}, m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch g := got.(type) {
+		case *LockRequest:
+			return g.Resource
+		case *UnlockRequest:
+			return g.Resource
+		}
+		t.Fatalf("decoded %T", got)
+		return ""
+	}
+	req := &LockRequest{Epoch: 1, Lockspace: "ls", Resource: "inode/42", Lock: 1, Mode: 5}
+	unl := &UnlockRequest{Epoch: 1, Lockspace: "ls", Resource: "inode/42", Lock: 1}
+	first := decodeResource(req)
+	second := decodeResource(unl)
+	if first != "inode/42" || second != first || unsafe.StringData(first) != unsafe.StringData(second) {
+		t.Fatalf("decoded %q then %q, not one shared string", first, second)
+	}
+	frame := mustFrame(t, Header{}, unl)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, _, err := d.DecodeFrame(frame); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("an unlock after its request: %v allocs, want 0", n)
+	}
+	for i := range 1000 { // many more names than slots: collisions replace
+		name := fmt.Sprintf("r%d", i%300)
+		if got := decodeResource(&UnlockRequest{Epoch: 1, Lockspace: "ls", Resource: name, Lock: 1}); got != name {
+			t.Fatalf("decoded %q, want %q", got, name)
+		}
 	}
 }

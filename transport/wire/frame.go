@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 )
 
 // Header is the part of a frame between the length prefix and the body.
@@ -78,6 +79,13 @@ type Decoder struct {
 	limits Limits
 	cached [NumTypes]Message
 	intern map[string]string
+	// recent holds resource names decoded lately, direct-mapped by hash:
+	// an unlock, a conversion, the next request of a hot lock name the
+	// resource the request before them did, and take its string instead
+	// of allocating one. Bounded, unlike intern: names do not repeat in
+	// general.
+	recent [recentNames]string
+	seed   maphash.Seed
 	// r is reused so that handing it to a message's decodeBody (an interface
 	// call the compiler cannot see through) does not allocate it each time.
 	r reader
@@ -87,8 +95,10 @@ type Decoder struct {
 // names repeat, but a peer must not be able to grow the table without limit.
 const maxInterned = 256
 
+const recentNames = 64
+
 // NewDecoder returns a decoder that applies l, which must be valid.
-func NewDecoder(l Limits) *Decoder { return &Decoder{limits: l} }
+func NewDecoder(l Limits) *Decoder { return &Decoder{limits: l, seed: maphash.MakeSeed()} }
 
 // Limits returns the limits the decoder applies.
 func (d *Decoder) Limits() *Limits { return &d.limits }
@@ -198,6 +208,20 @@ func (d *Decoder) stringField(r *reader, field string, max int) (string, error) 
 		return "", err
 	}
 	return string(b), nil
+}
+
+// resourceField reads a resource name, shared with the last message that
+// named the same one if it is still in recent.
+func (d *Decoder) resourceField(r *reader) (string, error) {
+	b, err := r.str("resource", d.limits.MaxName)
+	if err != nil || len(b) == 0 {
+		return "", err
+	}
+	slot := &d.recent[maphash.Bytes(d.seed, b)%recentNames]
+	if *slot != string(b) {
+		*slot = string(b)
+	}
+	return *slot, nil
 }
 
 // internField reads a string field whose values repeat (lockspace, cluster,

@@ -242,7 +242,7 @@ func (d *Decoder) target(r *reader, epoch *uint64, lockspace, resource *string, 
 	if *lockspace, err = d.internField(r, "lockspace", MaxLockspace); err != nil {
 		return err
 	}
-	if *resource, err = d.stringField(r, "resource", d.limits.MaxName); err != nil {
+	if *resource, err = d.resourceField(r); err != nil {
 		return err
 	}
 	if *lock, err = r.uint64(); err != nil {
