@@ -202,8 +202,11 @@ func (p *peer) appendLocked(h wire.Header, m wire.Message) (bool, error) {
 	t := m.Type()
 	p.l.met.sentMsgs[t].Inc()
 	p.l.met.sentBytes[t].Add(float64(len(buf) - before))
-	wake := before == 0 || p.lazy.Load() // nobody was asked to write what is queued
-	p.lazy.Store(false)
+	wake := before == 0
+	if p.lazy.Load() { // nobody was asked to write what is queued
+		wake = true
+		p.lazy.Store(false)
+	}
 	return wake, nil
 }
 
@@ -291,6 +294,14 @@ func (p *peer) piggyback(m wire.Message) error {
 		p.push()
 	}
 	return err
+}
+
+// clearLazyLocked: what was queued is being written (or dropped). A load
+// first: a store on every write would cost each message an atomic swap.
+func (p *peer) clearLazyLocked() {
+	if p.lazy.Load() {
+		p.lazy.Store(false)
+	}
 }
 
 // push writes now what piggyback queued, if it is still waiting.
@@ -592,7 +603,7 @@ func (p *peer) down(err error) {
 		}
 	}
 	p.buf, p.broken, p.queuedBoot = p.buf[:0], nil, 0
-	p.lazy.Store(false)
+	p.clearLazyLocked()
 	if cap(p.buf) > maxIdleBuffer {
 		p.buf = nil
 	}
@@ -683,7 +694,7 @@ func (p *peer) flush(c net.Conn, spare *[]byte) error {
 			return nil
 		}
 		p.buf = (*spare)[:0]
-		p.lazy.Store(false)
+		p.clearLazyLocked()
 		p.writing = true
 		p.mu.Unlock()
 		err := c.SetWriteDeadline(time.Now().Add(p.l.cfg.WriteTimeout))
@@ -731,7 +742,7 @@ func (p *peer) writeInline() {
 	}
 	out, raw := p.buf, p.raw
 	p.buf, p.inlineBuf = p.inlineBuf[:0], nil
-	p.lazy.Store(false)
+	p.clearLazyLocked()
 	p.writing = true
 	p.mu.Unlock()
 
