@@ -289,3 +289,68 @@ func TestCloseReleasesLocks(t *testing.T) {
 		}
 	})
 }
+
+// TestPiggybackedUnlocksKeepValues: over TCP, one goroutine per node locks
+// a resource another node masters, increments the value block and unlocks.
+// With nobody else waiting on its link, such an unlock rides on the next
+// request (postUnlock); a request from another node that arrives first waits
+// for it. First one node alone, then two in turn: every increment is seen
+// by the next holder, wherever it is.
+func TestPiggybackedUnlocksKeepValues(t *testing.T) {
+	c := startTCP(t, 3, nil)
+	defer c.close()
+	res := c.resourceOn(2, "piggyback")
+	keep := mustLock(t, c.ls[2], res, modes.NL) // keeps the value while nobody holds the resource
+	defer mustUnlock(t, keep)
+	incr := func(ls *Lockspace) error {
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		lk, err := ls.Lock(ctx, res, modes.EX)
+		if err != nil {
+			return err
+		}
+		v, _ := lk.Value()
+		var n uint64
+		if len(v) == 8 {
+			n = binary.BigEndian.Uint64(v)
+		}
+		if err := lk.SetValue(binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
+			return err
+		}
+		return lk.Unlock()
+	}
+	value := func(ls *Lockspace) uint64 {
+		lk := mustLock(t, ls, res, modes.PR)
+		defer mustUnlock(t, lk)
+		v, ok := lk.Value()
+		if !ok || len(v) != 8 {
+			t.Fatalf("value %x (valid %v)", v, ok)
+		}
+		return binary.BigEndian.Uint64(v)
+	}
+	for range 100 {
+		if err := incr(c.ls[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := value(c.ls[1]); got != 100 {
+		t.Fatalf("after node 0's increments node 1 reads %d, want 100", got)
+	}
+	var g errgroup.Group
+	for _, ls := range c.ls[:2] {
+		g.Go(func() error {
+			for range 200 {
+				if err := incr(ls); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(c.ls[2]); got != 500 {
+		t.Fatalf("counter = %d, want 500", got)
+	}
+}
