@@ -70,19 +70,7 @@ func TestLVBCounterExact(t *testing.T) {
 				workers++
 				g.Go(func() error {
 					for range perWorker {
-						lk, err := c.ls[i].Lock(bg, res, modes.EX)
-						if err != nil {
-							return err
-						}
-						v, _ := lk.Value()
-						var n uint64
-						if len(v) == 8 {
-							n = binary.BigEndian.Uint64(v)
-						}
-						if err := lk.SetValue(binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
-							return err
-						}
-						if err := lk.Unlock(); err != nil { // writes the value back
+						if err := increment(bg, c.ls[i], res); err != nil {
 							return err
 						}
 					}
@@ -305,19 +293,7 @@ func TestPiggybackedUnlocksKeepValues(t *testing.T) {
 	incr := func(ls *Lockspace) error {
 		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 		defer cancel()
-		lk, err := ls.Lock(ctx, res, modes.EX)
-		if err != nil {
-			return err
-		}
-		v, _ := lk.Value()
-		var n uint64
-		if len(v) == 8 {
-			n = binary.BigEndian.Uint64(v)
-		}
-		if err := lk.SetValue(binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
-			return err
-		}
-		return lk.Unlock()
+		return increment(ctx, ls, res)
 	}
 	value := func(ls *Lockspace) uint64 {
 		lk := mustLock(t, ls, res, modes.PR)
@@ -353,4 +329,21 @@ func TestPiggybackedUnlocksKeepValues(t *testing.T) {
 	if got := value(c.ls[2]); got != 500 {
 		t.Fatalf("counter = %d, want 500", got)
 	}
+}
+
+// increment adds one to a counter kept in res's value block, under EX.
+func increment(ctx context.Context, ls *Lockspace, res string) error {
+	lk, err := ls.Lock(ctx, res, modes.EX)
+	if err != nil {
+		return err
+	}
+	v, _ := lk.Value()
+	var n uint64
+	if len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
+	}
+	if err := lk.SetValue(binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
+		return err
+	}
+	return lk.Unlock() // writes the value back
 }

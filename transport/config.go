@@ -72,8 +72,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 
 	// watcherPark replaces the const of that name when set: only tests
-	// do (export_test.go), to tell piggybacked bytes pushed by someone
-	// from bytes the parked watcher took along.
+	// do (export_test.go), to tell a piggybacked message that left with
+	// the next one from one the parked watcher took along.
 	watcherPark time.Duration
 }
 

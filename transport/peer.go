@@ -274,7 +274,7 @@ func (p *peer) post(m wire.Message) error {
 // looks at least that often (see inReader.watch). Otherwise it is a post.
 func (p *peer) piggyback(m wire.Message) error {
 	r := p.reader.Load()
-	if r == nil || !r.lend || r.role.Load() != roleFree || !r.alone() {
+	if r == nil || !r.lend || r.role.Load() != roleFree || r.nwaiters.Load() > 0 || r.crowd.Load() > 0 {
 		return p.post(m)
 	}
 	p.mu.Lock()

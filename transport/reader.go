@@ -207,12 +207,6 @@ func (r *inReader) stepDown() bool {
 	return true
 }
 
-// alone says whether nobody waits for what this connection brings: no
-// helper reads, no waiter is registered or counted.
-func (r *inReader) alone() bool {
-	return r.role.Load() != roleHelper && r.nwaiters.Load() == 0 && r.crowd.Load() == 0
-}
-
 func (r *inReader) park(t *time.Timer) {
 	t.Reset(r.l.cfg.watcherPark)
 	select {
