@@ -178,16 +178,7 @@ func TestLentCallCancelled(t *testing.T) {
 	lent := 0
 	for i := range 20 {
 		callOK(t, a, "b", uint64(i+1)) // the reader steps aside for the next
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			// b never answers a Blocking sent as a request.
-			_, err := a.links.Call(ctx, "b", &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: 2, Mode: 1})
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("cancelled call ended with %v", err)
-			}
-		}()
+		cancel, done := unansweredCall(t, a, 2)
 		waitFor(t, func() bool { return len(b.rec.messages()) == 2*i+2 })
 		if transport.HelperReads(a.links, "b") { // the call does: nobody else waits
 			lent++
@@ -199,6 +190,23 @@ func TestLentCallCancelled(t *testing.T) {
 		t.Fatal("no cancelled call read the connection: the test did not exercise lending")
 	}
 	t.Logf("%d of 20 cancelled calls were reading the connection", lent)
+}
+
+// unansweredCall makes a call from a to b in a goroutine that b never
+// answers (b's recorder does not answer a Blocking sent as a request); the
+// call must end with context.Canceled once cancel is called, and done is
+// closed when it has.
+func unansweredCall(t *testing.T, a *node, lock uint64) (cancel func(), done <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, err := a.links.Call(ctx, "b", &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: lock, Mode: 1})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled call ended with %v", err)
+		}
+	}()
+	return cancel, ended
 }
 
 // flag is a Waiter done once set.

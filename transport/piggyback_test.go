@@ -1,7 +1,6 @@
 package transport_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -88,16 +87,7 @@ func TestPiggybackParkedWatcherTakesIt(t *testing.T) {
 // may read for a long time, and nobody else looks.
 func TestPiggybackWhileWaitingIsPost(t *testing.T) {
 	a, b := idleLink(t, time.Hour)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// b never answers a Blocking sent as a request.
-		_, err := a.links.Call(ctx, "b", &wire.Blocking{Epoch: 1, Lockspace: "ls", Lock: 3, Mode: 1})
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("call ended with %v", err)
-		}
-	}()
+	cancel, done := unansweredCall(t, a, 3)
 	waitFor(t, func() bool { return count(b, wire.TypeBlocking) == 1 })
 	if err := a.links.Piggyback("b", unlockMsg(7)); err != nil {
 		t.Fatal(err)
