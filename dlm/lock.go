@@ -51,11 +51,16 @@ type Lock struct {
 	valueOK  bool
 	newValue []byte // set by SetValue, written back on down-convert or unlock
 	valueOp  wire.LVBOp
-	opErr    error         // outcome of the operation in flight
-	done     chan struct{} // signalled when the operation in flight ends
-	// answered says the operation in flight has ended, and stays true after
-	// done is read, until the next operation starts: the Lock's Waiter for
-	// the transport (lockWait).
+	opErr    error // outcome of the operation in flight
+	// done is signalled when the operation in flight ends. The waiter
+	// makes it only when it has to block (wait): a remote answer read by
+	// the waiting goroutine itself needs none, which spares a remote
+	// operation an allocation.
+	done chan struct{}
+	// answered says the operation in flight has ended, and stays true
+	// until the next operation starts: what wait checks before making done,
+	// and the Lock's Waiter for the transport (lockWait). Written under
+	// sh.mu.
 	answered atomic.Bool
 	// lender is the master's connection while the waiter reads it for its
 	// answer (lockWait): an answer that arrives otherwise (a local event,
@@ -166,9 +171,6 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 		lk.observeGrant()
 		return lk, nil
 	}
-	if lk.done == nil {
-		lk.resetDone()
-	}
 	sh.mu.Unlock()
 	if err := lk.wait(ctx); err != nil {
 		return nil, err
@@ -197,7 +199,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		lk.startLease(time.Now())
 	}
 	if !lk.ls.node.serving() {
-		lk.resetDone()
+		lk.beginOp()
 		return nil
 	}
 	if lk.local() {
@@ -213,7 +215,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		}
 		return nil
 	}
-	lk.resetDone()
+	lk.beginOp()
 	p := pendingReq{flags: o.tableFlags()}
 	if timeout > 0 {
 		p.deadline = time.Now().Add(timeout)
@@ -322,17 +324,26 @@ func (lk *Lock) wait(ctx context.Context) error {
 			defer w.End()
 		}
 	}
-	select {
-	case <-lk.done:
-	case <-ctx.Done():
-		if err := lk.withdraw(ctx.Err()); err != nil {
-			return err
+	sh := lk.sh
+	sh.mu.Lock()
+	if !lk.answered.Load() {
+		if lk.done == nil {
+			lk.done = make(chan struct{}, 1)
 		}
+		done := lk.done
+		sh.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			if err := lk.withdraw(ctx.Err()); err != nil {
+				return err
+			}
+		}
+		sh.mu.Lock()
 	}
-	lk.sh.mu.Lock()
 	err := lk.opErr
 	lk.opErr = nil
-	lk.sh.mu.Unlock()
+	sh.mu.Unlock()
 	if err == nil {
 		lk.observeGrant()
 	}
@@ -398,16 +409,19 @@ func (lk *Lock) withdraw(cause error) error {
 	return ctxError(cause)
 }
 
-// signalDone ends the operation in flight for its waiter.
+// signalDone ends the operation in flight for its waiter. Caller holds
+// sh.mu.
 func (lk *Lock) signalDone() {
 	lk.answered.Store(true)
 	signal(lk.done)
 	lk.lender.Load().Interrupt() // after answered: the reader looks at it
 }
 
-// resetDone readies a fresh done channel for an operation about to start.
-func (lk *Lock) resetDone() {
-	lk.done = make(chan struct{}, 1)
+// beginOp readies the lock for an operation about to start: not answered,
+// and no done channel a signal of the last operation may be left in.
+// Caller holds sh.mu.
+func (lk *Lock) beginOp() {
+	lk.done = nil
 	lk.answered.Store(false)
 }
 
@@ -714,11 +728,7 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	op, val := lk.valueToWrite(lk.mode, mode)
 	lk.keepWrittenValue(op, val)
 	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, time.Now(), o.noQueue
-	if lk.done == nil {
-		lk.resetDone()
-	}
-	drain(lk.done)
-	lk.answered.Store(false)
+	lk.beginOp()
 	timeout := deadlineOf(ctx)
 	var err error
 	if !lk.ls.node.serving() {

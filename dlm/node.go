@@ -382,7 +382,7 @@ func (n *Node) Halt() {
 			for _, lk := range sh.locks {
 				if lk.state == stWaiting || lk.state == stConverting {
 					lk.opErr = ErrClosed
-					signal(lk.done)
+					lk.signalDone()
 				}
 				lk.loseLocked(ErrClosed)
 			}

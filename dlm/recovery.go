@@ -300,11 +300,11 @@ func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
 	case lk.noQueue && lk.state == stWaiting:
 		lk.opErr = ErrNotQueued
 		lk.forgetLocked(sh)
-		signal(lk.done)
+		lk.signalDone()
 		return wire.ReportedLock{}, false
 	case lk.noQueue && lk.state == stConverting:
 		lk.state, lk.opErr = stGranted, ErrNotQueued
-		signal(lk.done)
+		lk.signalDone()
 	case lk.pendingConvert:
 		lk.pendingConvert = false // the conversion given up on is dropped
 	}
@@ -671,11 +671,11 @@ func (ls *Lockspace) fenceShardLocked(sh *shard, why error, evicted bool) {
 		case stWaiting:
 			lk.opErr = why
 			lk.state = stAbandoned // a grant that still comes is given back
-			signal(lk.done)
+			lk.signalDone()
 		case stConverting:
 			lk.opErr = why
 			lk.state, lk.pendingConvert = stGranted, true
-			signal(lk.done)
+			lk.signalDone()
 		}
 		if lk.state == stGranted {
 			lk.loseLocked(why)
