@@ -66,7 +66,9 @@
 // (the last connection failed or could not be made), Send, Go, Call and
 // Reply fail at once with ErrUnreachable: nothing is queued for an absent
 // peer, except until the first connection after SetPeer. Call blocks for the reply
-// (with a context); Go returns at once and runs a callback.
+// (with a context), CallInto too with the reply decoded into a message the
+// caller provides (no allocation per reply); Go returns at once and runs a
+// callback.
 //
 // # Receiving: on the reader goroutine, or on the waiting caller
 //

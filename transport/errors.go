@@ -34,6 +34,9 @@ var (
 	// ErrReserved: Ping and Hello belong to the links themselves and cannot
 	// be sent through Send, Call, Go or Reply.
 	ErrReserved = errors.New("transport: message type reserved for the links")
+	// ErrWrongReply: the reply to a CallInto is of another type than the
+	// message given to hold it. The request was processed.
+	ErrWrongReply = errors.New("transport: reply of another type")
 	// ErrNotRequest: Reply was given the ReplyTo of a one-way message.
 	ErrNotRequest = errors.New("transport: message is not a request")
 )

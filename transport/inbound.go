@@ -129,7 +129,7 @@ func rejectReason(err error) string {
 }
 
 // dispatch handles a decoded request or one-way message.
-func (l *Links) dispatch(ic *inConn, hello *wire.Hello, h wire.Header, m wire.Message) error {
+func (l *Links) dispatch(ic *inConn, hello *wire.Hello, owner *peer, h wire.Header, m wire.Message) error {
 	switch {
 	case h.Type == wire.TypeHello:
 		return &errProtocol{"unexpected_hello", "second Hello on a connection"}
@@ -141,7 +141,7 @@ func (l *Links) dispatch(ic *inConn, hello *wire.Hello, h wire.Header, m wire.Me
 	}
 	in := Inbound{From: hello.Node, BootID: hello.BootID, Msg: m}
 	if h.ID != 0 {
-		in.ReplyTo = ReplyTo{Peer: hello.Node, BootID: hello.BootID, ID: h.ID}
+		in.ReplyTo = ReplyTo{Peer: hello.Node, BootID: hello.BootID, ID: h.ID, p: owner}
 	}
 	l.cfg.Handler(in)
 	return nil
@@ -170,26 +170,33 @@ func (l *Links) pong(ic *inConn) error {
 // failed or timed out) is still decoded, as bad input must end the
 // connection, and dropped. p is the peer whose link the connection is, nil
 // if not known yet (then it is looked up by from).
-func (l *Links) deliverReply(p *peer, from string, dec *wire.Decoder, payload []byte, id uint64) error {
+func (l *Links) deliverReply(p *peer, from string, dec *wire.Decoder, payload []byte, h wire.Header) error {
 	var pc pendingCall
 	ok := false
 	if p == nil {
 		p, _ = l.peer(from)
 	}
 	if p != nil {
-		pc, ok = p.take(id)
+		pc, ok = p.take(h.ID)
 	}
 	var m wire.Message
 	var err error
-	if ok && pc.cb == nil {
+	switch {
+	case ok && pc.into != nil && pc.into.Type() == h.Type:
+		m = pc.into
+		_, err = dec.DecodeInto(payload, m)
+	case ok && pc.cb == nil && pc.into == nil:
 		_, m, err = dec.DecodeOwned(payload) // the blocked caller keeps it
-	} else {
+	default: // a callback's (valid during the call), nobody's, or of the wrong type
 		_, m, err = dec.Decode(payload)
 	}
 	switch {
-	case err != nil && ok:
+	case !ok:
+	case err != nil:
 		pc.finish(nil, fmt.Errorf("%w: %s: bad reply: %v", ErrConnLost, from, err))
-	case ok:
+	case pc.into != nil && m != pc.into:
+		pc.finish(nil, fmt.Errorf("%w: %s: a %v, not a %v", ErrWrongReply, from, h.Type, pc.into.Type()))
+	default:
 		pc.finish(m, nil)
 	}
 	return err

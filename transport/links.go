@@ -41,6 +41,9 @@ type ReplyTo struct {
 	Peer   string
 	BootID uint64
 	ID     uint64
+	// p is the peer whose connection brought the request, if known: Reply
+	// then needs no lookup by name (it looks up Peer if p was removed).
+	p *peer
 }
 
 // IsRequest reports whether the message expects a reply.
@@ -236,10 +239,17 @@ func (l *Links) publishLocked() {
 
 // userPeer is peer for a message from the user: control messages are refused.
 func (l *Links) userPeer(name string, m wire.Message) (*peer, error) {
-	if t := m.Type(); t == wire.TypePing || t == wire.TypeHello {
-		return nil, fmt.Errorf("%w: %v", ErrReserved, t)
+	if err := checkUserType(m); err != nil {
+		return nil, err
 	}
 	return l.peer(name)
+}
+
+func checkUserType(m wire.Message) error {
+	if t := m.Type(); t == wire.TypePing || t == wire.TypeHello {
+		return fmt.Errorf("%w: %v", ErrReserved, t)
+	}
+	return nil
 }
 
 func (l *Links) peer(name string) (*peer, error) {
@@ -335,6 +345,12 @@ func (l *Links) Reply(to ReplyTo, m wire.Message) error {
 	if !to.IsRequest() {
 		return ErrNotRequest
 	}
+	if p := to.p; p != nil && p.name == to.Peer && p.ctx.Err() == nil {
+		if err := checkUserType(m); err != nil {
+			return err
+		}
+		return p.reply(to, m)
+	}
 	p, err := l.userPeer(to.Peer, m)
 	if err != nil {
 		return err
@@ -360,7 +376,28 @@ func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Mes
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return p.call(ctx, m)
+	return p.call(ctx, m, nil)
+}
+
+// CallInto is Call with the reply decoded into reply, which the caller
+// provides and may reuse from call to call: it spares the allocation of a
+// new message for each reply. A reply of another type fails the call with
+// ErrWrongReply and leaves reply as it was; after any other error, reply's
+// contents are unspecified. The reply's byte slices are its own, as with
+// Call. reply must not be used by anyone else until CallInto returns.
+func (l *Links) CallInto(ctx context.Context, peer string, m, reply wire.Message) error {
+	if reply == nil {
+		return errors.New("transport: CallInto needs a message for the reply")
+	}
+	p, err := l.userPeer(peer, m)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err = p.call(ctx, m, reply)
+	return err
 }
 
 // Waiter is a goroutine's wait for something a peer sends: Done reports

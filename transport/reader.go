@@ -399,12 +399,12 @@ func (r *inReader) handle(payload []byte) error {
 		return err
 	}
 	if h.Reply {
-		err = r.l.deliverReply(r.owner.Load(), r.hello.Node, r.dec, payload, h.ID)
+		err = r.l.deliverReply(r.owner.Load(), r.hello.Node, r.dec, payload, h)
 	} else {
 		var m wire.Message
 		if _, m, err = r.dec.Decode(payload); err == nil {
 			r.count(h.Type, payload)
-			return r.l.dispatch(r.ic, r.hello, h, m)
+			return r.l.dispatch(r.ic, r.hello, r.owner.Load(), h, m)
 		}
 	}
 	if err == nil {

@@ -56,6 +56,46 @@ func TestDecodeOwnedSurvivesBufferReuse(t *testing.T) {
 	}
 }
 
+// DecodeInto fills the caller's message, owns its byte slices, refuses a
+// payload of another type without touching the message, and allocates
+// nothing for a message without byte slices.
+func TestDecodeInto(t *testing.T) {
+	d := NewDecoder(DefaultLimits())
+	all := samples()
+	for i, m := range all {
+		frame := mustFrame(t, Header{ID: uint64(i) + 1, Reply: true}, m)
+		into := newMessage(m.Type())
+		h, err := d.DecodeInto(frame[PrefixSize:], into)
+		if err != nil || h.ID != uint64(i)+1 || !h.Reply {
+			t.Fatalf("%T: %+v, %v", m, h, err)
+		}
+		for j := range frame {
+			frame[j] = 0xa5
+		}
+		if !reflect.DeepEqual(into, m) {
+			t.Errorf("%T:\ngot  %#v\nwant %#v", m, into, m)
+		}
+	}
+	req := &LockRequest{Epoch: 1, Lockspace: "ls", Resource: "r", Lock: 1, Mode: 5}
+	frame := mustFrame(t, Header{ID: 1}, req)
+	c := &Completion{Epoch: 7, Lock: 9}
+	if _, err := d.DecodeInto(frame[PrefixSize:], c); !errors.Is(err, ErrWrongType) {
+		t.Fatalf("a LockRequest into a Completion: %v", err)
+	}
+	if !reflect.DeepEqual(c, &Completion{Epoch: 7, Lock: 9}) {
+		t.Fatalf("the refused decode changed the message: %+v", c)
+	}
+	reply := mustFrame(t, Header{ID: 2, Reply: true}, &Completion{Epoch: 1, Lockspace: "ls", Lock: 3, Status: StatusGranted, Mode: 5, Token: 30})
+	n := testing.AllocsPerRun(100, func() {
+		if _, err := d.DecodeInto(reply[PrefixSize:], c); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 || c.Token != 30 {
+		t.Fatalf("DecodeInto of a Completion: %v allocs, token %d", n, c.Token)
+	}
+}
+
 func TestDecodeHeader(t *testing.T) {
 	frame := mustFrame(t, Header{ID: 9, Reply: true}, samples()[0])
 	d := NewDecoder(DefaultLimits())

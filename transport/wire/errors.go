@@ -29,6 +29,9 @@ var (
 	// ErrInvalid: the message decoded but breaks a rule of the protocol (mode
 	// out of range, empty or long name, epoch 0, unknown status...).
 	ErrInvalid = errors.New("wire: invalid message")
+	// ErrWrongType: Decoder.DecodeInto was given a message of another type
+	// than the payload's. The payload itself may be valid.
+	ErrWrongType = errors.New("wire: payload of another message type")
 )
 
 type reason struct {

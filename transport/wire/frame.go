@@ -154,6 +154,24 @@ func (d *Decoder) DecodeOwned(payload []byte) (Header, Message, error) {
 	return h, m, nil
 }
 
+// DecodeInto is DecodeOwned into m, a message the caller provides (and may
+// reuse): it allocates only the copies of byte slices. A payload of another
+// type than m's is ErrWrongType, and m is left as it was; after any other
+// error m's fields are unspecified.
+func (d *Decoder) DecodeInto(payload []byte, m Message) (Header, error) {
+	h, err := d.header(payload)
+	if err != nil {
+		return Header{}, err
+	}
+	if h.Type != m.Type() {
+		return Header{}, fmt.Errorf("%w: a %v, not a %v", ErrWrongType, h.Type, m.Type())
+	}
+	if err := d.decodeBody(m, payload[HeaderSize:], true); err != nil {
+		return Header{}, err
+	}
+	return h, nil
+}
+
 // DecodeHeader decodes and checks the header of a frame's payload only, so
 // that a caller can choose between Decode and DecodeOwned by its type, id or
 // reply flag. The body is not looked at.

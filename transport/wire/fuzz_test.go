@@ -98,6 +98,7 @@ func checkDecode(t *testing.T, in []byte, decode decodeFunc) {
 		}
 	} else {
 		checkRoundTrip(t, h, m)
+		checkInto(t, h, m)
 	}
 	checkOwned(t, in, decode, h, m, err)
 	checkAllocBound(t, in, decode)
@@ -123,6 +124,30 @@ func checkOwned(t *testing.T, in []byte, decode decodeFunc, h Header, m Message,
 	}
 	if oh != h || !reflect.DeepEqual(om, m) {
 		t.Fatalf("DecodeOwned gave, after its input was overwritten,\n%+v %#v\nDecode\n%+v %#v", oh, om, h, m)
+	}
+}
+
+// checkInto: DecodeInto, into a message of the same type that holds another
+// message's values (the sample of that type), gives an equal message: every
+// field is overwritten, nothing of the earlier values is left.
+func checkInto(t *testing.T, h Header, m Message) {
+	t.Helper()
+	l := DefaultLimits()
+	frame, err := AppendFrame(nil, h, m, &l)
+	if err != nil {
+		t.Fatalf("re-encode: %v", err)
+	}
+	for _, into := range samples() {
+		if into.Type() != m.Type() {
+			continue
+		}
+		gh, err := NewDecoder(l).DecodeInto(frame[PrefixSize:], into)
+		if err != nil {
+			t.Fatalf("DecodeInto: %v", err)
+		}
+		if gh != h || !reflect.DeepEqual(into, m) {
+			t.Fatalf("DecodeInto over the sample gave\n%+v %#v\nwant\n%+v %#v", gh, into, h, m)
+		}
 	}
 }
 
