@@ -40,15 +40,23 @@ type pendingCall struct {
 	cb   func(wire.Message, error)
 }
 
-// callSlot is where a blocked Call's outcome lands: ch receives it, and
-// arrived says that it came, even after ch was read (the Call's Waiter for
-// Await). Slots are recycled.
+// callSlot is where a Call's outcome lands: in res if it arrives before the
+// caller blocks for it (a caller that read its own reply), else through ch.
+// state says which (slotWaiting, slotBlocked, slotArrived), and Done, the
+// Call's Waiter for Await, whether it came. Slots are recycled.
 type callSlot struct {
-	ch      chan callResult
-	arrived atomic.Bool
+	ch    chan callResult
+	state atomic.Uint32
+	res   callResult
 }
 
-func (s *callSlot) Done() bool { return s.arrived.Load() }
+const (
+	slotWaiting uint32 = iota // no outcome yet, the caller not blocked
+	slotBlocked               // the caller waits on ch
+	slotArrived               // the outcome is in res (and in ch if the caller was blocked)
+)
+
+func (s *callSlot) Done() bool { return s.state.Load() == slotArrived }
 
 type callResult struct {
 	msg wire.Message
@@ -61,8 +69,11 @@ func (pc pendingCall) finish(m wire.Message, err error) {
 		pc.cb(m, err)
 		return
 	}
-	pc.slot.arrived.Store(true)
-	pc.slot.ch <- callResult{m, err} // buffered, and the only send
+	s := pc.slot
+	s.res = callResult{m, err}
+	if s.state.Swap(slotArrived) == slotBlocked {
+		s.ch <- s.res // buffered, and the only send
+	}
 }
 
 // peer is this node's side of the link to one node: its write buffer, its
@@ -365,6 +376,10 @@ func (p *peer) call(ctx context.Context, m, into wire.Message) (wire.Message, er
 		p.kick()
 	}
 	w := p.lender().Await(ctx, slot)
+	if !slot.state.CompareAndSwap(slotWaiting, slotBlocked) {
+		w.End() // it arrived: most often, read by this goroutine itself
+		return slot.res.msg, slot.res.err
+	}
 	if ctx.Done() == nil { // a receive costs less than a select
 		r := <-slot.ch
 		w.End()
@@ -833,12 +848,15 @@ func (p *peer) rawWriteFD(fd uintptr) bool {
 // getCallSlot and putCallSlot recycle the slots of blocked Calls.
 func (l *Links) getCallSlot() *callSlot {
 	if s, ok := l.callSlots.Get().(*callSlot); ok {
-		s.arrived.Store(false)
+		s.state.Store(slotWaiting)
 		return s
 	}
 	return &callSlot{ch: make(chan callResult, 1)}
 }
 
-func (l *Links) putCallSlot(s *callSlot) { l.callSlots.Put(s) }
+func (l *Links) putCallSlot(s *callSlot) {
+	s.res = callResult{} // do not keep the reply alive in the pool
+	l.callSlots.Put(s)
+}
 
 var errNoHello = errors.New("first frame is not a Hello")
