@@ -115,6 +115,7 @@ type peer struct {
 	werr     error
 	deferred bool // in Links.deferred; guarded by Links.deferMu
 
+	sent       sendCounts      // for the metrics (trafficCollector)
 	drained    []chan struct{} // Flush callers waiting for the buffer to empty
 	remoteBoot uint64          // boot ID in the peer's Hello on the current connection
 	queuedBoot uint64          // boot ID of replies queued while connecting
@@ -139,6 +140,7 @@ func newPeer(l *Links, name, addr string) *peer {
 		upCh:     make(chan struct{}),
 	}
 	p.rawWrite = p.rawWriteFD
+	l.met.traffic.join(p)
 	return p
 }
 
@@ -213,8 +215,8 @@ func (p *peer) appendLocked(h wire.Header, m wire.Message) (bool, error) {
 	}
 	p.buf = buf
 	t := m.Type()
-	p.l.met.sentMsgs[t].Inc()
-	p.l.met.sentBytes[t].Add(float64(len(buf) - before))
+	p.sent.msgs[t]++
+	p.sent.bytes[t] += uint64(len(buf) - before)
 	wake := before == 0
 	if p.lazy.Load() { // nobody was asked to write what is queued
 		wake = true
@@ -460,6 +462,7 @@ func (p *peer) run() {
 		p.runDialling()
 	}
 	p.failPending(fmt.Errorf("%w: %s", context.Cause(p.ctx), p.name))
+	p.l.met.traffic.retire(p) // stopped: it sends nothing more
 }
 
 // runDialling dials the peer, serves the connection, and after a failure
@@ -726,8 +729,8 @@ func (p *peer) flush(c net.Conn, spare *[]byte) error {
 		}
 		p.mu.Lock()
 		p.writing = false
+		p.sent.writes++
 		p.mu.Unlock()
-		p.l.met.writes.Inc()
 		if err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
@@ -775,10 +778,10 @@ func (p *peer) writeInline() {
 	}
 	n, err := p.wn, p.werr
 	p.wbuf = nil
-	p.l.met.writes.Inc()
 
 	p.mu.Lock()
 	p.writing = false
+	p.sent.writes++
 	if n < len(out) && err == nil {
 		// The socket is full: the rest goes before anything queued since,
 		// and the writer goroutine waits for the socket.

@@ -240,7 +240,7 @@ func (r *inReader) help(ctx context.Context, w Waiter) (token uint64) {
 		r.wake()
 		return 0
 	}
-	r.l.met.lentReads.Inc()
+	r.l.met.lentReads.Add(1)
 	var stop func() bool
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, r.interruptFn)
@@ -413,7 +413,4 @@ func (r *inReader) handle(payload []byte) error {
 	return err
 }
 
-func (r *inReader) count(t wire.Type, payload []byte) {
-	r.l.met.recvMsgs[t].Inc()
-	r.l.met.recvBytes[t].Add(float64(len(payload) + wire.PrefixSize))
-}
+func (r *inReader) count(t wire.Type, payload []byte) { r.l.met.countRecv(t, len(payload)) }
