@@ -605,6 +605,10 @@ func (p *peer) up(ic *inConn) error {
 	if tc, ok := c.(*net.TCPConn); ok {
 		p.raw, _ = tc.SyscallConn()
 	}
+	// The connection's reading is lendable as soon as the link is up, so
+	// that the first calls after WaitConnected read their own replies.
+	ic.r.owner.Store(p)
+	p.reader.Store(ic.r)
 	close(p.upCh)
 	p.upClosed = true
 	if !p.accepts {
@@ -663,9 +667,7 @@ var errReplaced = errors.New("the peer dialled a new connection")
 // if the peer dialled a newer one meanwhile, that one.
 func (p *peer) serve(ic *inConn) (*inConn, error) {
 	c := ic.conn
-	ic.r.owner.Store(p)
-	p.reader.Store(ic.r)
-	defer p.reader.Store(nil)
+	defer p.reader.Store(nil) // up stored it
 	tick := time.NewTicker(p.l.cfg.HeartbeatInterval)
 	defer tick.Stop()
 	var spare []byte
