@@ -22,8 +22,9 @@ func idleLink(t *testing.T, watch time.Duration) (a, b *node) {
 	})
 	t.Cleanup(func() { _ = a.links.Close(); _ = b.links.Close() })
 	callOK(t, a, "b", 1)
-	callOK(t, a, "b", 2)      // the first call's reply may have been read by the reader goroutine
-	if watch >= time.Second { // else the reader goroutine reads again after its next look
+	callOK(t, a, "b", 2) // the first call's reply may have been read by the reader goroutine
+	// With a short watch, the reader goroutine reads again after its next look.
+	if watch >= time.Second {
 		waitFor(t, func() bool { return transport.ReadingFree(a.links, "b") })
 	}
 	return a, b
