@@ -79,6 +79,10 @@ type Decoder struct {
 	limits Limits
 	cached [NumTypes]Message
 	intern map[string]string
+	// lastIntern is the string internField returned last: most messages on
+	// a connection name the same lockspace, and a comparison costs less
+	// than a lookup in intern.
+	lastIntern string
 	// recent holds resource names decoded lately, direct-mapped by hash:
 	// an unlock, a conversion, the next request of a hot lock name the
 	// resource the request before them did, and take its string instead
@@ -250,7 +254,11 @@ func (d *Decoder) internField(r *reader, field string, max int) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	if s := d.lastIntern; s == string(b) {
+		return s, nil
+	}
 	if s, ok := d.intern[string(b)]; ok {
+		d.lastIntern = s
 		return s, nil
 	}
 	s := string(b)
@@ -263,6 +271,7 @@ func (d *Decoder) internField(r *reader, field string, max int) (string, error) 
 	if len(d.intern) < maxInterned {
 		d.intern[s] = s
 	}
+	d.lastIntern = s
 	return s, nil
 }
 
