@@ -20,6 +20,9 @@ import (
 //	closed      Close was called: operations fail with ErrClosed
 type gate struct {
 	serving atomic.Bool // the fast path's one load
+	// inRecovery mirrors recovering for readers that need only it (every
+	// incoming lock message asks), without the mutex.
+	inRecovery atomic.Bool
 
 	mu         sync.Mutex
 	recovering bool
@@ -34,10 +37,12 @@ type gate struct {
 func (g *gate) init() {
 	g.recovering, g.noQuorum = true, true
 	g.resumed = make(chan struct{})
+	g.updateLocked() // not shared yet
 }
 
 func (g *gate) updateLocked() {
 	g.serving.Store(!g.recovering && !g.noQuorum && !g.closed)
+	g.inRecovery.Store(g.recovering)
 }
 
 func (g *gate) close() {
@@ -85,11 +90,7 @@ func (n *Node) serving() bool { return n.gate.serving.Load() }
 
 // recovering reports whether a recovery is under way (the tables are being
 // rebuilt).
-func (n *Node) recovering() bool {
-	n.gate.mu.Lock()
-	defer n.gate.mu.Unlock()
-	return n.gate.recovering
-}
+func (n *Node) recovering() bool { return n.gate.inRecovery.Load() }
 
 // deferUnlock keeps the release of lk for after the recovery; lk leaves this
 // node's books now, so it is not reported (or, if it was already, the

@@ -167,8 +167,9 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 		return nil, err
 	}
 	if lk.state == stGranted {
+		mode := lk.mode
 		sh.mu.Unlock()
-		lk.observeGrant()
+		lk.observeGrant(mode)
 		return lk, nil
 	}
 	sh.mu.Unlock()
@@ -341,11 +342,11 @@ func (lk *Lock) wait(ctx context.Context) error {
 		}
 		sh.mu.Lock()
 	}
-	err := lk.opErr
+	err, mode := lk.opErr, lk.mode
 	lk.opErr = nil
 	sh.mu.Unlock()
 	if err == nil {
-		lk.observeGrant()
+		lk.observeGrant(mode)
 	}
 	if _, ok := ctx.Deadline(); ok && errors.Is(err, ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 		// The master timed the request out at the context's deadline.
@@ -354,12 +355,14 @@ func (lk *Lock) wait(ctx context.Context) error {
 	return err
 }
 
-func (lk *Lock) observeGrant() {
+// observeGrant records the wait of a grant in mode, read with the grant
+// under sh.mu.
+func (lk *Lock) observeGrant(mode modes.Mode) {
 	remote := 0
 	if !lk.local() {
 		remote = 1
 	}
-	lk.ls.node.met.wait[remote][lk.Mode()].Observe(time.Since(lk.started).Seconds())
+	lk.ls.node.met.wait[remote][mode].Observe(time.Since(lk.started).Seconds())
 }
 
 // withdraw cancels the operation in flight because the caller stopped
