@@ -301,9 +301,3 @@ func (n *Node) onBlocking(m *wire.Blocking) {
 		lk.blocked(m.Mode)
 	}
 }
-
-func (n *Node) existingLockspace(name string) *Lockspace {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.lockspaces[name]
-}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -37,8 +38,11 @@ type Node struct {
 	ms    *membership.Membership
 	rec   *recovery.Manager
 
-	mu         sync.Mutex
-	lockspaces map[string]*Lockspace
+	mu sync.Mutex
+	// lockspaces is copied on write (under mu) and read without a lock:
+	// every lock message looks its lockspace up, lockspaces are rarely
+	// added and never removed.
+	lockspaces atomic.Pointer[map[string]*Lockspace]
 	alive      map[string]membership.Member // what membership says is up
 
 	// gate says whether the node serves lock traffic; see gate.go.
@@ -68,7 +72,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, bootID: randomUint64(), start: time.Now(),
-		lockspaces: map[string]*Lockspace{}, alive: map[string]membership.Member{},
+		alive:   map[string]membership.Member{},
 		closing: make(chan struct{}), callbacks: newDispatcher(),
 	}
 	n.log = cfg.Logger
@@ -280,21 +284,39 @@ func (n *Node) Lockspace(name string) (*Lockspace, error) {
 // lockspace returns the named lockspace, creating it. Masters create a
 // lockspace when the first request for it arrives.
 func (n *Node) lockspace(name string) *Lockspace {
+	if ls := n.existingLockspace(name); ls != nil {
+		return ls
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ls := n.lockspaces[name]
-	if ls == nil {
-		ls = newLockspace(n, name, n.cfg.lockspace(name))
-		n.lockspaces[name] = ls
+	if ls := n.existingLockspace(name); ls != nil {
+		return ls
 	}
+	ls := newLockspace(n, name, n.cfg.lockspace(name))
+	all := map[string]*Lockspace{name: ls}
+	if old := n.lockspaces.Load(); old != nil {
+		maps.Copy(all, *old)
+	}
+	n.lockspaces.Store(&all)
 	return ls
 }
 
+// existingLockspace returns the lockspace of that name, nil if this node
+// has none.
+func (n *Node) existingLockspace(name string) *Lockspace {
+	if all := n.lockspaces.Load(); all != nil {
+		return (*all)[name]
+	}
+	return nil
+}
+
 func (n *Node) lockspaceList() []*Lockspace {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make([]*Lockspace, 0, len(n.lockspaces))
-	for _, ls := range n.lockspaces {
+	all := n.lockspaces.Load()
+	if all == nil {
+		return nil
+	}
+	out := make([]*Lockspace, 0, len(*all))
+	for _, ls := range *all {
 		out = append(out, ls)
 	}
 	slices.SortFunc(out, func(a, b *Lockspace) int {
