@@ -165,8 +165,10 @@ func (l *Links) pong(ic *inConn) error {
 }
 
 // deliverReply decodes a reply and completes the pending call it answers: a
-// blocked Call gets a message of its own (DecodeOwned), a Go callback the
-// decoder's, valid during the callback. A reply nobody waits for (the call
+// Call gets a message of its own (DecodeOwned), a CallInto its reply
+// decoded into the message it gave (DecodeInto; one of another type fails
+// it with ErrWrongReply), a Go callback the decoder's, valid during the
+// callback. A reply nobody waits for (the call
 // failed or timed out) is still decoded, as bad input must end the
 // connection, and dropped. p is the peer whose link the connection is, nil
 // if not known yet (then it is looked up by from).
