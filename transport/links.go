@@ -345,15 +345,15 @@ func (l *Links) Reply(to ReplyTo, m wire.Message) error {
 	if !to.IsRequest() {
 		return ErrNotRequest
 	}
-	if p := to.p; p != nil && p.name == to.Peer && p.ctx.Err() == nil {
-		if err := checkUserType(m); err != nil {
+	if err := checkUserType(m); err != nil {
+		return err
+	}
+	p := to.p
+	if p == nil || p.name != to.Peer || p.ctx.Err() != nil { // unknown, or removed since
+		var err error
+		if p, err = l.peer(to.Peer); err != nil {
 			return err
 		}
-		return p.reply(to, m)
-	}
-	p, err := l.userPeer(to.Peer, m)
-	if err != nil {
-		return err
 	}
 	return p.reply(to, m)
 }
@@ -369,14 +369,7 @@ func (l *Links) Reply(to ReplyTo, m wire.Message) error {
 // anything they may need, or it deadlocks on itself. A ctx that ends
 // interrupts that reading (context.AfterFunc).
 func (l *Links) Call(ctx context.Context, peer string, m wire.Message) (wire.Message, error) {
-	p, err := l.userPeer(peer, m)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return p.call(ctx, m, nil)
+	return l.call(ctx, peer, m, nil)
 }
 
 // CallInto is Call with the reply decoded into reply, which the caller
@@ -389,15 +382,19 @@ func (l *Links) CallInto(ctx context.Context, peer string, m, reply wire.Message
 	if reply == nil {
 		return errors.New("transport: CallInto needs a message for the reply")
 	}
+	_, err := l.call(ctx, peer, m, reply)
+	return err
+}
+
+func (l *Links) call(ctx context.Context, peer string, m, into wire.Message) (wire.Message, error) {
 	p, err := l.userPeer(peer, m)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	_, err = p.call(ctx, m, reply)
-	return err
+	return p.call(ctx, m, into)
 }
 
 // Waiter is a goroutine's wait for something a peer sends: Done reports

@@ -403,14 +403,12 @@ func (r *inReader) handle(payload []byte) error {
 	} else {
 		var m wire.Message
 		if _, m, err = r.dec.Decode(payload); err == nil {
-			r.count(h.Type, payload)
+			r.l.met.countRecv(h.Type, len(payload))
 			return r.l.dispatch(r.ic, r.hello, r.owner.Load(), h, m)
 		}
 	}
 	if err == nil {
-		r.count(h.Type, payload)
+		r.l.met.countRecv(h.Type, len(payload))
 	}
 	return err
 }
-
-func (r *inReader) count(t wire.Type, payload []byte) { r.l.met.countRecv(t, len(payload)) }
