@@ -139,3 +139,5 @@ func (l *Links) readHello(fr *frameReader) (*wire.Hello, error) {
 	}
 	return hello, nil
 }
+
+var errNoHello = errors.New("first frame is not a Hello")

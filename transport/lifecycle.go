@@ -1,0 +1,278 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// waitUp returns when the link is up, ctx ends or the peer stops.
+func (p *peer) waitUp(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		state, ch := p.state, p.upCh
+		p.mu.Unlock()
+		if state == up {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.ctx.Done():
+			return fmt.Errorf("%w: %s", context.Cause(p.ctx), p.name)
+		}
+	}
+}
+
+// run is the manager goroutine: connect (or wait to be connected to),
+// serve, and after a failure do it again, until the peer is stopped.
+func (p *peer) run() {
+	defer p.l.wg.Done()
+	if p.accepts {
+		p.runAccepting()
+	} else {
+		p.runDialling()
+	}
+	p.failPending(fmt.Errorf("%w: %s", context.Cause(p.ctx), p.name))
+	p.l.met.traffic.retire(p) // stopped: it sends nothing more
+}
+
+// runDialling dials the peer, serves the connection, and after a failure
+// waits out the backoff and redials.
+func (p *peer) runDialling() {
+	log := p.l.log.With("peer", p.name, "addr", p.addr)
+	for attempt, served := 0, false; ; {
+		if attempt > 0 && !p.sleep(p.l.cfg.Backoff.wait(attempt, p.rng.Float64())) {
+			return
+		}
+		ic, err := p.connect()
+		if err == nil {
+			err = p.up(ic)
+		}
+		if err != nil {
+			attempt++
+			p.down(err)
+			if p.ctx.Err() != nil {
+				return
+			}
+			log.Debug("connect failed", "attempt", attempt, "err", err)
+			continue
+		}
+		if served {
+			p.l.met.reconnects.Inc()
+		}
+		served, attempt = true, 1
+		log.Debug("connected", "boot", ic.hello.BootID)
+		go func() { ic.ended <- p.l.read(ic.r, p.addr) }()
+		_, err = p.serve(ic)
+		p.down(err)
+		<-ic.ended // the reader goroutine has ended (serve closed the connection)
+		if p.ctx.Err() != nil {
+			return
+		}
+		log.Info("connection lost", "err", err)
+	}
+}
+
+// errNotDialled: a peer that dials this node had not done so within a dial
+// and handshake timeout of SetPeer.
+var errNotDialled = errors.New("the peer has not connected")
+
+// runAccepting waits for the connections the peer dials to this node and
+// serves each; the peer redials after a failure. Until the first arrives
+// (within a dial and handshake timeout) messages queue, as they do while a
+// dialler's first attempt runs.
+func (p *peer) runAccepting() {
+	log := p.l.log.With("peer", p.name)
+	first := time.NewTimer(p.l.cfg.DialTimeout + p.l.cfg.HandshakeTimeout)
+	defer first.Stop()
+	var next *inConn
+	for served := false; ; {
+		ic := next
+		if ic == nil {
+			select {
+			case ic = <-p.incoming:
+			case <-first.C:
+				p.down(errNotDialled)
+				continue
+			case <-p.ctx.Done():
+				return
+			}
+		}
+		first.Stop()
+		ic.attach()
+		err := p.up(ic)
+		ic.settle() // its reader may start: replies now go out on it
+		if err != nil {
+			_ = ic.conn.Close()
+			p.down(err)
+			if p.ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		if served {
+			p.l.met.reconnects.Inc()
+		}
+		served = true
+		log.Debug("connected", "boot", ic.hello.BootID)
+		next, err = p.serve(ic)
+		p.down(err)
+		if p.ctx.Err() != nil {
+			return
+		}
+		log.Info("connection lost", "err", err)
+	}
+}
+
+func (p *peer) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.ctx.Done():
+		return false
+	}
+}
+
+// connect dials and runs the handshake.
+func (p *peer) connect() (*inConn, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, p.l.cfg.DialTimeout)
+	c, err := p.l.cfg.StreamLayer.Dial(ctx, p.addr)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	fr, hello, err := p.l.handshakeOut(p.ctx, c, p.name)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	ic := newInConn(c)
+	ic.from, ic.hello, ic.attached = hello.Node, hello, true
+	ic.r = newInReader(p.l, ic, fr, hello, lendsReading(c))
+	return ic, nil
+}
+
+// up installs a handshaken connection. Replies queued while connecting for
+// another boot of the peer are dropped with the rest of the buffer: the
+// process that asked is gone.
+func (p *peer) up(ic *inConn) error {
+	c, hello := ic.conn, ic.hello
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.state == stopped:
+		_ = c.Close()
+		return context.Cause(p.ctx)
+	case p.broken != nil:
+		_ = c.Close()
+		return p.broken
+	case p.queuedBoot != 0 && p.queuedBoot != hello.BootID:
+		p.buf = p.buf[:0]
+	}
+	p.state, p.conn, p.remoteBoot, p.queuedBoot = up, c, hello.BootID, 0
+	p.raw = nil
+	if tc, ok := c.(*net.TCPConn); ok {
+		p.raw, _ = tc.SyscallConn()
+	}
+	// The connection's reading is lendable as soon as the link is up, so
+	// that the first calls after WaitConnected read their own replies.
+	ic.r.owner.Store(p)
+	p.reader.Store(ic.r)
+	close(p.upCh)
+	p.upClosed = true
+	if !p.accepts {
+		p.l.met.connsOut.Inc()
+	}
+	if len(p.buf) > 0 {
+		p.signal()
+	}
+	return nil
+}
+
+// down tears the connection down after err: the buffer is dropped and the
+// pending calls fail, because their requests or replies may be lost.
+func (p *peer) down(err error) {
+	p.mu.Lock()
+	wasUp := p.conn != nil
+	if p.conn != nil {
+		_ = p.conn.Close()
+		p.conn, p.raw = nil, nil
+		if !p.accepts {
+			p.l.met.connsOut.Dec()
+		}
+	}
+	p.buf, p.broken, p.queuedBoot = p.buf[:0], nil, 0
+	p.clearLazyLocked()
+	if cap(p.buf) > maxIdleBuffer {
+		p.buf = nil
+	}
+	if p.state != stopped {
+		p.state, p.lastErr = down, err
+	}
+	p.notifyDrainedLocked()
+	if p.upClosed {
+		p.upCh, p.upClosed = make(chan struct{}), false
+	}
+	p.mu.Unlock()
+	if wasUp && p.ctx.Err() == nil && p.l.cfg.OnLinkDown != nil {
+		p.l.cfg.OnLinkDown(p.name, err)
+	}
+	lost := ErrConnLost
+	if cause := context.Cause(p.ctx); cause != nil {
+		lost = cause
+	}
+	p.failPending(fmt.Errorf("%w: %s: %v", lost, p.name, err))
+}
+
+// errReplaced: the peer dialled a new connection; the old one is dropped.
+var errReplaced = errors.New("the peer dialled a new connection")
+
+// serve is the writer loop of the link's connection while its reader runs
+// alongside (on its own goroutine). It returns why the connection ended and,
+// if the peer dialled a newer one meanwhile, that one.
+func (p *peer) serve(ic *inConn) (*inConn, error) {
+	c := ic.conn
+	defer p.reader.Store(nil) // up stored it
+	tick := time.NewTicker(p.l.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	var spare []byte
+	var next *inConn
+	var err error
+	for err == nil {
+		select {
+		case <-p.wake:
+			// Let the other runnable senders add to the batch first.
+			runtime.Gosched()
+			err = p.flush(c, &spare)
+		case <-tick.C:
+			p.queuePing()
+			err = p.flush(c, &spare)
+		case err = <-ic.ended:
+			ic.ended <- err // for whoever else waits for the reader's end
+		case next = <-p.incoming:
+			err = errReplaced
+		case <-p.ctx.Done():
+			err = context.Cause(p.ctx)
+		}
+	}
+	_ = c.Close()
+	ic.r.wake() // a parked reader goroutine learns of the end now, not at its next look
+	return next, err
+}
+
+func (p *peer) queuePing() {
+	p.mu.Lock()
+	if p.state == up {
+		_, _ = p.appendLocked(wire.Header{}, &wire.Ping{})
+	}
+	p.mu.Unlock()
+}
