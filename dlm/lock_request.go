@@ -1,0 +1,302 @@
+package dlm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/master"
+	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Lock acquires a lock on resource in mode, waiting as long as ctx allows.
+// A cancelled or expired ctx withdraws the request (ErrCancelled or
+// ErrTimeout, matching ctx's error too).
+func (ls *Lockspace) Lock(ctx context.Context, resource string, mode modes.Mode, opts ...LockOption) (*Lock, error) {
+	return ls.acquire(ctx, resource, mode, buildOpts(opts))
+}
+
+// TryLock acquires the lock only if it can be granted at once; otherwise it
+// fails with ErrNotQueued and leaves nothing behind.
+func (ls *Lockspace) TryLock(ctx context.Context, resource string, mode modes.Mode, opts ...LockOption) (*Lock, error) {
+	o := buildOpts(opts)
+	o.noQueue = true
+	return ls.acquire(ctx, resource, mode, o)
+}
+
+func (ls *Lockspace) checkResource(resource string) error {
+	if resource == "" || len(resource) > ls.cfg.MaxNameLen {
+		return fmt.Errorf("%w: resource name of %d bytes, must be 1..%d", ErrInvalidName, len(resource), ls.cfg.MaxNameLen)
+	}
+	return nil
+}
+
+func (ls *Lockspace) acquire(ctx context.Context, resource string, mode modes.Mode, o lockOpts) (*Lock, error) {
+	if err := o.validate(mode, false); err != nil {
+		return nil, err
+	}
+	if err := ls.checkResource(resource); err != nil {
+		return nil, err
+	}
+	if o.owner != nil && o.owner.reentrant {
+		return o.owner.acquire(ctx, ls, resource, mode, o)
+	}
+	lk, err := ls.acquireNew(ctx, resource, mode, o)
+	ls.node.met.count(opLock, mode, err)
+	return lk, err
+}
+
+func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes.Mode, o lockOpts) (*Lock, error) {
+	n := ls.node
+	if err := n.waitServing(ctx); err != nil {
+		return nil, err
+	}
+	if max := n.cfg.MaxLocks; max > 0 && n.nlocks.Add(1) > int64(max) {
+		n.nlocks.Add(-1)
+		n.met.limits.WithLabelValues("locks_per_node").Inc()
+		return nil, fmt.Errorf("%w: this node holds %d locks", ErrLimit, max)
+	} else if max <= 0 {
+		n.nlocks.Add(1)
+	}
+	h := resourceHash(ls.seed, resource)
+	sh := ls.shardOf(h)
+	lk := &Lock{
+		ls: ls, sh: sh, id: n.newLockID(sh), resource: resource, owner: o.owner,
+		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: time.Now(),
+		state: stWaiting, want: mode, noQueue: o.noQueue,
+	}
+	if o.owner != nil {
+		lk.ownerID = o.owner.id
+	}
+	sh.mu.Lock()
+	sh.locks[lk.id] = lk
+	if err := lk.startRequest(ctx, o); err != nil {
+		lk.forgetLocked(sh)
+		sh.mu.Unlock()
+		return nil, err
+	}
+	if lk.state == stGranted {
+		mode := lk.mode
+		sh.mu.Unlock()
+		lk.observeGrant(mode)
+		return lk, nil
+	}
+	sh.mu.Unlock()
+	if err := lk.wait(ctx); err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
+// startRequest sends the first request to the master (or runs it on the
+// local table). If a recovery began since the caller checked the gate, it
+// sends nothing: the lock waits, and the recovery reports it to the new
+// master. Caller holds sh.mu.
+func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
+	timeout := deadlineOf(ctx)
+	if lk.ttl > 0 {
+		lk.startLease(time.Now())
+	}
+	if !lk.ls.node.serving() {
+		lk.beginOp()
+		return nil
+	}
+	if lk.local() {
+		res, err := lk.ls.tableRequest(lk.sh, master.Request{
+			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
+			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.ttl),
+		})
+		if err != nil {
+			return fromMaster(err)
+		}
+		if res.Status == master.Granted {
+			lk.grant(outcome{granted: true, mode: res.Mode, token: res.Token, lvbRead: res.LVBRead, lvb: res.LVB.Data, lvbSeq: res.LVB.Seq, lvbValid: res.LVB.Valid})
+		}
+		return nil
+	}
+	lk.beginOp()
+	p := pendingReq{flags: o.tableFlags()}
+	if timeout > 0 {
+		p.deadline = time.Now().Add(timeout)
+	}
+	lk.sendPending(&p)
+	return nil
+}
+
+// pendingReq is a request or conversion to send (again).
+type pendingReq struct {
+	convert  bool
+	flags    master.Flags
+	deadline time.Time // zero: none
+	lvbOp    wire.LVBOp
+	lvb      []byte
+}
+
+// sendPending sends the lock's request or conversion to its master. If the
+// master cannot be reached it keeps it to send again: the caller waits as
+// long as its context allows, through the recovery that follows if the
+// master is dead. Caller holds sh.mu.
+func (lk *Lock) sendPending(p *pendingReq) {
+	sh := lk.sh
+	var timeout time.Duration
+	if !p.deadline.IsZero() {
+		if timeout = time.Until(p.deadline); timeout <= 0 {
+			timeout = time.Microsecond // the caller's context is about to end
+		}
+	}
+	var m wire.Message
+	if p.convert {
+		sh.conv = wire.ConvertRequest{
+			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
+			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags), Timeout: int64(timeout),
+			LVB: p.lvb, LVBOp: p.lvbOp,
+		}
+		m = &sh.conv
+	} else {
+		sh.req = wire.LockRequest{
+			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
+			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags),
+			Timeout: int64(timeout), TTL: int64(lk.ttl),
+		}
+		m = &sh.req
+	}
+	if err := lk.send(m); err != nil {
+		if lk.unsent == nil {
+			sh.unsent = append(sh.unsent, lk)
+		}
+		if p != lk.unsent {
+			// Kept to send again: a copy, so that a first try's p lives on
+			// its caller's stack.
+			q := new(pendingReq)
+			*q = *p
+			q.lvb = slices.Clone(p.lvb)
+			lk.unsent = q
+		}
+		return
+	}
+	lk.unsent = nil
+}
+
+func (lk *Lock) send(m wire.Message) error {
+	name := lk.masterName()
+	if err := lk.ls.node.links.Send(name, m); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, name, err)
+	}
+	return nil
+}
+
+// post sends a message nobody waits for (unlock, cancel): it may leave with
+// the next message to the same master rather than in a write of its own.
+func (lk *Lock) post(m wire.Message) error {
+	name := lk.masterName()
+	if err := lk.ls.node.links.Post(name, m); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, name, err)
+	}
+	return nil
+}
+
+// deadlineOf returns how long ctx allows, 0 for no deadline. The master
+// times the request out by itself too, in case the cancel never reaches it.
+func deadlineOf(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Microsecond)
+	}
+	return 0
+}
+
+// Convert changes the lock's mode: down (never waits) or up (may wait, as
+// long as ctx allows; a cancelled ctx leaves the lock in its old mode, or,
+// if the conversion was granted meanwhile, in the new one: Mode tells).
+// If the holder set a value (SetValue) and holds PW or EX, a down-conversion
+// writes it back. A conversion deadlock fails with ErrDeadlock, the lock
+// keeping its mode, unless DemoteOnDeadlock is given.
+func (lk *Lock) Convert(ctx context.Context, mode modes.Mode, opts ...LockOption) error {
+	err := lk.convert(ctx, mode, buildOpts(opts))
+	lk.ls.node.met.count(opConvert, mode, err)
+	return err
+}
+
+// TryConvert converts only if the conversion can be granted at once;
+// otherwise it fails with ErrNotQueued and the lock keeps its mode.
+func (lk *Lock) TryConvert(ctx context.Context, mode modes.Mode, opts ...LockOption) error {
+	o := buildOpts(opts)
+	o.noQueue = true
+	err := lk.convert(ctx, mode, o)
+	lk.ls.node.met.count(opConvert, mode, err)
+	return err
+}
+
+func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error {
+	if err := o.validate(mode, true); err != nil {
+		return err
+	}
+	if err := lk.ls.node.waitServing(ctx); err != nil {
+		return err
+	}
+	sh := lk.sh
+	sh.mu.Lock()
+	if err := lk.checkHeld(); err != nil {
+		sh.mu.Unlock()
+		return err
+	}
+	op, val := lk.valueToWrite(lk.mode, mode)
+	lk.keepWrittenValue(op, val)
+	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, time.Now(), o.noQueue
+	lk.beginOp()
+	timeout := deadlineOf(ctx)
+	var err error
+	if !lk.ls.node.serving() {
+		// A recovery began: the conversion waits in the report instead.
+	} else if lk.local() {
+		err = lk.convertLocal(o, op, val, timeout)
+	} else {
+		p := pendingReq{convert: true, flags: o.tableFlags(), lvbOp: op, lvb: val}
+		if timeout > 0 {
+			p.deadline = time.Now().Add(timeout)
+		}
+		lk.sendPending(&p)
+	}
+	if err == nil && op != wire.LVBNone {
+		lk.valueOp, lk.newValue = wire.LVBNone, lk.newValue[:0]
+	}
+	if err != nil || lk.state == stGranted {
+		sh.mu.Unlock()
+		return err
+	}
+	sh.mu.Unlock()
+	return lk.wait(ctx)
+}
+
+func (lk *Lock) convertLocal(o lockOpts, op wire.LVBOp, val []byte, timeout time.Duration) error {
+	res, err := lk.ls.tableConvert(lk.sh, master.Convert{
+		Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want, Flags: o.tableFlags(),
+		Timeout: ticks(timeout), LVBOp: master.LVBOp(op), LVB: val,
+	})
+	if res.Demoted {
+		lk.demoted, lk.mode = true, modes.NL
+	}
+	if err != nil {
+		lk.state = stGranted
+		return fromMaster(err)
+	}
+	if res.Status == master.Granted {
+		lk.grant(outcome{granted: true, mode: res.Mode, token: res.Token, lvbRead: res.LVBRead, lvb: res.LVB.Data, lvbSeq: res.LVB.Seq, lvbValid: res.LVB.Valid})
+	}
+	return nil
+}
+
+// checkHeld reports why the lock cannot start an operation, if it cannot.
+// Caller holds sh.mu.
+func (lk *Lock) checkHeld() error {
+	switch {
+	case lk.lostErr != nil:
+		return lk.lostErr
+	case lk.state == stGranted:
+		return nil
+	case lk.state == stConverting || lk.state == stWaiting:
+		return ErrBusy
+	}
+	return ErrNotHeld
+}
