@@ -152,6 +152,7 @@ type History struct {
 	pending map[int]struct{} // indexes of unresolved operations
 	beliefs beliefs
 	errs    []string
+	jr      *journal // see Journal
 }
 
 // NewHistory returns an empty history that reads timestamps from now; nil
@@ -244,6 +245,7 @@ func (h *History) Acquire(client int, node, resource string, mode modes.Mode) *O
 		h.misuse("acquire by client %d of %q: invalid mode %v", client, resource, mode)
 	}
 	i := h.begin(Record{Kind: Acquire, Client: client, Node: node, Resource: resource, Mode: mode})
+	h.logCall("acquire", i)
 	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.acquireCall(h, &h.recs[i])
 	return &Op{h: h, i: i}
@@ -261,6 +263,7 @@ func (h *History) Convert(client int, node, resource string, mode modes.Mode) *O
 		h.misuse("convert by client %d of %q: invalid mode %v", client, resource, mode)
 	}
 	i := h.begin(Record{Kind: Convert, Client: client, Node: node, Resource: resource, Mode: mode})
+	h.logCall("convert", i)
 	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.convertCall(&h.recs[i])
 	return &Op{h: h, i: i}
@@ -275,6 +278,7 @@ func (h *History) Release(client int, node, resource string) *ReleaseOp {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := h.begin(Record{Kind: Release, Client: client, Node: node, Resource: resource})
+	h.logCall("release", i)
 	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.end(&h.recs[i], "release")
 	return &ReleaseOp{h: h, i: i}
@@ -291,6 +295,7 @@ func (h *History) Lost(client int, node, resource string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := h.instant(Record{Kind: Lost, Client: client, Node: node, Resource: resource})
+	h.logCall("lost", i)
 	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.end(&h.recs[i], "lost")
 }
@@ -305,6 +310,7 @@ func (h *History) Crash(node string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.instant(Record{Kind: Crash, Client: -1, Node: node})
+	h.logCall("crash", c)
 	at := h.recs[c].Call
 	idx := make([]int, 0, len(h.pending))
 	for i := range h.pending {
@@ -335,6 +341,7 @@ func (h *History) Write(client int, node, key string, token uint64, value int64)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := h.begin(Record{Kind: Write, Client: client, Node: node, Resource: key, Token: token, Value: value})
+	h.logCall("write", i)
 	return &WriteOp{h: h, i: i}
 }
 
@@ -347,6 +354,7 @@ func (h *History) Read(client int, node, key string) *ReadOp {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := h.begin(Record{Kind: Read, Client: client, Node: node, Resource: key})
+	h.logCall("read", i)
 	return &ReadOp{h: h, i: i}
 }
 
@@ -358,7 +366,7 @@ func (h *History) Note(tag, text string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.instant(Record{Kind: Note, Client: -1, Node: tag, Err: text})
+	h.logCall("note", h.instant(Record{Kind: Note, Client: -1, Node: tag, Err: text}))
 }
 
 // Span records a nemesis event that lasts, such as a partition, starting
@@ -371,6 +379,7 @@ func (h *History) Span(tag, text string) (end func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := h.begin(Record{Kind: Note, Client: -1, Node: tag, Err: text})
+	h.logCall("span", i)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -379,6 +388,7 @@ func (h *History) Span(tag, text string) (end func()) {
 			delete(h.pending, i)
 			h.recs[i].Outcome = OK
 			h.recs[i].Return, h.recs[i].retOrd = h.clock()
+			h.logResolve("end", i, 0, "")
 		})
 	}
 }
@@ -437,9 +447,15 @@ func (o *Op) Granted(mode modes.Mode, token uint64) {
 	if o == nil {
 		return
 	}
+	o.h.mu.Lock()
+	defer o.h.mu.Unlock()
+	o.granted(mode, token, "granted")
+}
+
+// granted resolves o as granted; o.h.mu must be held.
+func (o *Op) granted(mode modes.Mode, token uint64, op string) {
 	h := o.h
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	defer func() { h.logResolve(op, o.i, mode, "") }()
 	if !mode.Valid() {
 		h.misuse("%s: granted an invalid mode %v", h.recs[o.i].describe(), mode)
 	}
@@ -460,13 +476,13 @@ func (o *Op) GrantedShared(mode modes.Mode, token uint64) {
 		return
 	}
 	o.h.mu.Lock()
+	defer o.h.mu.Unlock()
 	r := &o.h.recs[o.i]
 	if r.Kind != Acquire {
 		o.h.misuse("%s: only an Acquire can be granted a share", r.describe())
 	}
 	r.Shared = true
-	o.h.mu.Unlock()
-	o.Granted(mode, token)
+	o.granted(mode, token, "shared")
 }
 
 // Failed records that the call returned without granting: refused, not
@@ -481,6 +497,7 @@ func (o *Op) Failed(err error) {
 	if h.resolve(o.i, Fail, err, "failed") {
 		h.beliefs.failed(&h.recs[o.i])
 	}
+	h.logResolve("failed", o.i, 0, errText(err))
 }
 
 // Unknown records that the call ended without telling whether the lock was
@@ -493,6 +510,7 @@ func (o *Op) Unknown() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.resolve(o.i, Unknown, nil, "unknown")
+	h.logResolve("unknown", o.i, 0, "")
 }
 
 // ReleaseOp is a Release in flight. Resolve it exactly once.
@@ -519,6 +537,7 @@ func (o *ReleaseOp) end(out Outcome, err error, what string) {
 	o.h.mu.Lock()
 	defer o.h.mu.Unlock()
 	o.h.resolve(o.i, out, err, what)
+	o.h.logResolve(what, o.i, 0, errText(err))
 }
 
 // WriteOp is a Write in flight. Resolve it exactly once.
@@ -546,6 +565,7 @@ func (o *WriteOp) end(out Outcome, err error, what string) {
 	o.h.mu.Lock()
 	defer o.h.mu.Unlock()
 	o.h.resolve(o.i, out, err, what)
+	o.h.logResolve(what, o.i, 0, errText(err))
 }
 
 // ReadOp is a Read in flight. Resolve it exactly once.
@@ -564,6 +584,7 @@ func (o *ReadOp) Returned(value int64) {
 	if o.h.resolve(o.i, OK, nil, "returned") {
 		o.h.recs[o.i].Value = value
 	}
+	o.h.logResolve("returned", o.i, 0, "")
 }
 
 // Failed records that the read returned no value. err may be nil.
@@ -574,4 +595,5 @@ func (o *ReadOp) Failed(err error) {
 	o.h.mu.Lock()
 	defer o.h.mu.Unlock()
 	o.h.resolve(o.i, Fail, err, "failed")
+	o.h.logResolve("failed", o.i, 0, errText(err))
 }

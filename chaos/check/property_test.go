@@ -55,6 +55,11 @@ type simEvent struct {
 // operation, the Seq of its record.
 func replay(events []simEvent) (*History, map[int]int) {
 	h, clk := newManual()
+	return h, replayInto(h, clk, events)
+}
+
+// replayInto records events into h, whose clock is clk.
+func replayInto(h *History, clk *manualClock, events []simEvent) map[int]int {
 	h.Note("sim", "start") // time zero of the history is time zero of the events
 	handles := make(map[int]any)
 	seqs := make(map[int]int)
@@ -112,7 +117,7 @@ func replay(events []simEvent) (*History, map[int]int) {
 			h.Crash(e.node)
 		}
 	}
-	return h, seqs
+	return seqs
 }
 
 // insert adds events at their times, after the events already there at

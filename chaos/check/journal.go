@@ -1,0 +1,270 @@
+package check
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// A journal is a history's recording as it happened: every call of a
+// recording method, one JSON object a line, in the order the history saw
+// them, with the timestamp the history gave it. ReadJournal replays it into
+// a history equal to the original, so a run's history can be kept, checked
+// again, and edited (a self-test plants a violation in a real one).
+//
+// Each line has "t" (nanoseconds since the history's first record) and "op":
+// a call (acquire, convert, release, write, read, span), which starts an
+// operation named by "id" (its record's Seq); an instant (lost, crash,
+// note); or a resolution of operation "id" (granted, shared, failed,
+// unknown, released, accepted, rejected, returned, end). The other fields
+// are the method's arguments: "c" client, "n" node (or a note's tag), "r"
+// resource or store key, "m" mode, "tok" token, "v" value, "e" error or
+// text.
+type JournalEntry struct {
+	T      int64  `json:"t"`
+	Op     string `json:"op"`
+	ID     int    `json:"id,omitempty"`
+	Client int    `json:"c,omitempty"`
+	Node   string `json:"n,omitempty"`
+	Res    string `json:"r,omitempty"`
+	Mode   string `json:"m,omitempty"`
+	Token  uint64 `json:"tok,omitempty"`
+	Value  int64  `json:"v,omitempty"`
+	Err    string `json:"e,omitempty"`
+}
+
+type journal struct {
+	w   io.Writer
+	err error
+}
+
+// Journal makes h write its journal to w from now on, a line per record;
+// call it before the first record. Writes happen under the history's
+// mutex: give it a buffered writer and flush it after the run. The first
+// write error stops the journal and is reported by JournalErr.
+func (h *History) Journal(w io.Writer) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.recs) > 0 {
+		h.misuse("Journal called after %d records; the journal would miss them", len(h.recs))
+	}
+	h.jr = &journal{w: w}
+}
+
+// JournalErr returns the error that stopped the journal, if any.
+func (h *History) JournalErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.jr == nil {
+		return nil
+	}
+	return h.jr.err
+}
+
+// log writes one entry; h.mu must be held.
+func (h *History) log(e JournalEntry) {
+	if h.jr == nil || h.jr.err != nil {
+		return
+	}
+	b, err := json.Marshal(e)
+	if err == nil {
+		b = append(b, '\n')
+		_, err = h.jr.w.Write(b)
+	}
+	h.jr.err = err
+}
+
+// logCall journals the call that created record i.
+func (h *History) logCall(op string, i int) {
+	if h.jr == nil {
+		return
+	}
+	r := &h.recs[i]
+	e := JournalEntry{T: int64(r.Call), Op: op, ID: i, Client: r.Client, Node: r.Node, Res: r.Resource,
+		Token: r.Token, Value: r.Value}
+	switch r.Kind {
+	case Acquire, Convert:
+		e.Mode = r.Mode.String()
+	case Note:
+		e.Err = r.Err
+	}
+	if r.Kind == Crash || r.Kind == Note {
+		e.Client = 0
+	}
+	h.log(e)
+}
+
+// logResolve journals the resolution of record i.
+func (h *History) logResolve(op string, i int, mode modes.Mode, err string) {
+	if h.jr == nil {
+		return
+	}
+	r := &h.recs[i]
+	t := r.Return
+	if t == Infinity {
+		t = h.last
+	}
+	e := JournalEntry{T: int64(t), Op: op, ID: i, Err: err, Token: r.Token, Value: r.Value}
+	if op == "granted" || op == "shared" {
+		e.Mode = mode.String()
+	}
+	h.log(e)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// ReadJournal replays a journal into a new history. The result records
+// exactly what the original did, with the same timestamps, so checks give
+// the same verdicts.
+func ReadJournal(r io.Reader) (*History, error) {
+	var cur time.Duration
+	base := time.Unix(0, 0)
+	h := NewHistory(func() time.Time { return base.Add(cur) })
+	ops := make(map[int]any)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var e JournalEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("check: journal line %d: %w", line, err)
+		}
+		cur = time.Duration(e.T)
+		if err := replayEntry(h, ops, e); err != nil {
+			return nil, fmt.Errorf("check: journal line %d: %w", line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("check: journal: %w", err)
+	}
+	return h, nil
+}
+
+func replayEntry(h *History, ops map[int]any, e JournalEntry) error {
+	mode := func() (modes.Mode, error) {
+		m, err := modes.Parse(e.Mode)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", e.Op, err)
+		}
+		return m, nil
+	}
+	var errv error
+	if e.Err != "" {
+		errv = errors.New(e.Err)
+	}
+	start := func(op any) error {
+		if _, dup := ops[e.ID]; dup {
+			return fmt.Errorf("%s: operation %d started twice", e.Op, e.ID)
+		}
+		ops[e.ID] = op
+		return nil
+	}
+	switch e.Op {
+	case "acquire", "convert":
+		m, err := mode()
+		if err != nil {
+			return err
+		}
+		if e.Op == "acquire" {
+			return start(h.Acquire(e.Client, e.Node, e.Res, m))
+		}
+		return start(h.Convert(e.Client, e.Node, e.Res, m))
+	case "release":
+		return start(h.Release(e.Client, e.Node, e.Res))
+	case "write":
+		return start(h.Write(e.Client, e.Node, e.Res, e.Token, e.Value))
+	case "read":
+		return start(h.Read(e.Client, e.Node, e.Res))
+	case "span":
+		return start(h.Span(e.Node, e.Err))
+	case "lost":
+		h.Lost(e.Client, e.Node, e.Res)
+		return nil
+	case "crash":
+		h.Crash(e.Node)
+		return nil
+	case "note":
+		h.Note(e.Node, e.Err)
+		return nil
+	}
+	op, ok := ops[e.ID]
+	if !ok {
+		return fmt.Errorf("%s of operation %d, which never started", e.Op, e.ID)
+	}
+	switch o := op.(type) {
+	case *Op:
+		switch e.Op {
+		case "granted", "shared":
+			m, err := mode()
+			if err != nil {
+				return err
+			}
+			if e.Op == "shared" {
+				o.GrantedShared(m, e.Token)
+			} else {
+				o.Granted(m, e.Token)
+			}
+		case "failed":
+			o.Failed(errv)
+		case "unknown":
+			o.Unknown()
+		default:
+			return fmt.Errorf("%s of a lock operation", e.Op)
+		}
+	case *ReleaseOp:
+		switch e.Op {
+		case "released":
+			o.Released()
+		case "failed":
+			o.Failed(errv)
+		case "unknown":
+			o.Unknown()
+		default:
+			return fmt.Errorf("%s of a release", e.Op)
+		}
+	case *WriteOp:
+		switch e.Op {
+		case "accepted":
+			o.Accepted()
+		case "rejected":
+			o.Rejected()
+		case "failed":
+			o.Failed(errv)
+		case "unknown":
+			o.Unknown()
+		default:
+			return fmt.Errorf("%s of a write", e.Op)
+		}
+	case *ReadOp:
+		switch e.Op {
+		case "returned":
+			o.Returned(e.Value)
+		case "failed":
+			o.Failed(errv)
+		default:
+			return fmt.Errorf("%s of a read", e.Op)
+		}
+	case func():
+		if e.Op != "end" {
+			return fmt.Errorf("%s of a span", e.Op)
+		}
+		o()
+	default:
+		return fmt.Errorf("%s: unknown operation %d", e.Op, e.ID)
+	}
+	return nil
+}
