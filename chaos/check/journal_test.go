@@ -10,7 +10,10 @@ import (
 )
 
 // roundTrip records events with a journal and replays the journal.
-func roundTrip(t interface{ Fatal(...any); Fatalf(string, ...any) }, events []simEvent) (orig, back *History, journal string) {
+func roundTrip(t interface {
+	Fatal(...any)
+	Fatalf(string, ...any)
+}, events []simEvent) (orig, back *History, journal string) {
 	h, clk := newManual()
 	var buf bytes.Buffer
 	h.Journal(&buf)
