@@ -99,6 +99,26 @@
 // A history recorded wrongly (an operation resolved twice, one client id
 // holding two locks on a resource) is reported as CheckHistory.
 //
+// # Beyond the history's own checks
+//
+// A chaos run against real processes (chaos/run) needs a few more
+// measures, over the same history:
+//
+//   - MeasureAvailability: the share of time slots in given windows (while a
+//     majority was up and connected, say) in which a probe lock was
+//     granted within a bound;
+//   - TimeToGrant: for each Fault, how long until a lock was granted again
+//     (the lock a killed holder held, to a client of another node);
+//   - CheckCounter: a counter kept in a lock value block and incremented
+//     under EX counts exactly the acknowledged increments, unless the lock
+//     manager flagged the value not valid;
+//   - CheckElection: what readers of an election were told is neither a
+//     phantom, nor stale, nor going back.
+//
+// A History can keep a journal of its recording (Journal): JSON lines that
+// ReadJournal replays into the same history, so a run's history can be
+// stored, checked again, and edited.
+//
 // # Limits
 //
 // Linearizability checking is NP-hard. Check partitions histories per

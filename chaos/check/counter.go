@@ -1,0 +1,103 @@
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// An Increment is one step of a value-block counter: under an EX lock, a
+// client read the counter from the lock's value block and wrote it back
+// one higher, acknowledged when the write-back was (a down-conversion the
+// master answered).
+type Increment struct {
+	Client int    `json:"client"`
+	Node   string `json:"node"`
+	// Granted is when the EX grant returned: EX grants of a safe lock are
+	// ordered, and so are the increments.
+	Granted time.Duration `json:"granted_ns"`
+	// Read is the value read, Valid the value block's valid flag: false
+	// when the lock manager lost a writer and says the value may be stale.
+	Read  int64 `json:"read"`
+	Valid bool  `json:"valid"`
+	// Outcome of the write-back: OK (acknowledged), Fail (definitely not
+	// written: the lock was gone first), Unknown (the answer never came).
+	Outcome Outcome `json:"outcome"`
+}
+
+// CounterRead is a read of the counter when the run is over.
+type CounterRead struct {
+	Value int64 `json:"value"`
+	Valid bool  `json:"valid"`
+}
+
+// CounterResult is what CheckCounter found.
+type CounterResult struct {
+	Acked, Unknown, Failed int
+	// Final is the value read at the end, if any.
+	Final *CounterRead
+	// Invalidated counts the reads that found the value block not valid,
+	// and Flagged the acknowledged increments those reads had lost: the
+	// lock manager said so (the valid flag), which is its contract, so
+	// they are no violation.
+	Invalidated int
+	Flagged     int64
+	Violations  []string
+}
+
+// OK reports whether no violation was found.
+func (r CounterResult) OK() bool { return len(r.Violations) == 0 }
+
+// CheckCounter checks a value-block counter: every valid read, and the
+// final read, must count exactly the acknowledged increments before it,
+// plus any of the unknown ones (which may or may not have been written).
+// A read that finds the value block not valid starts the count again from
+// what it read. Two increments reading the same valid value, or a valid
+// value below the acknowledged count, is a lost update; a value above what
+// the increments could have written came from nowhere.
+func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
+	incs = slices.Clone(incs)
+	slices.SortStableFunc(incs, func(a, b Increment) int { return cmp.Compare(a.Granted, b.Granted) })
+	var res CounterResult
+	res.Final = final
+	// lo and hi bound the value the counter holds: lo counts the
+	// acknowledged increments, hi adds the unknown ones.
+	var lo, hi int64
+	var last string // the latest increment, for messages
+	judge := func(what string, v int64, valid bool) {
+		switch {
+		case !valid:
+			res.Invalidated++
+			if v < lo {
+				res.Flagged += lo - v
+			}
+		case v < lo:
+			res.Violations = append(res.Violations, fmt.Sprintf(
+				"%s read %d, but %d acknowledged increments came before it (after %s): an update was lost", what, v, lo, last))
+		case v > hi:
+			res.Violations = append(res.Violations, fmt.Sprintf(
+				"%s read %d, but the increments before it could have written at most %d (after %s)", what, v, hi, last))
+		}
+		lo, hi = v, v
+	}
+	for _, in := range incs {
+		what := fmt.Sprintf("the increment by client %d on %s granted at %s", in.Client, in.Node, fmtTime(in.Granted))
+		judge(what, in.Read, in.Valid)
+		switch in.Outcome {
+		case OK:
+			res.Acked++
+			lo, hi = lo+1, hi+1
+		case Fail:
+			res.Failed++
+		default:
+			res.Unknown++
+			hi++
+		}
+		last = fmt.Sprintf("%s, which read %d and ended %v", what, in.Read, in.Outcome)
+	}
+	if final != nil {
+		judge("the final read", final.Value, final.Valid)
+	}
+	return res
+}

@@ -1,0 +1,172 @@
+package check
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// probeLoop records a probe client that acquires and releases "probe/a"
+// every 100 ms from from to to; down says when its acquires fail.
+func probeLoop(h *History, clk *manualClock, from, to time.Duration, down func(time.Duration) bool) {
+	for t := from; t < to; t += 100 * ms {
+		clk.at(t)
+		op := h.Acquire(1, "n1", "probe/a", modes.EX)
+		clk.at(t + 10*ms)
+		if down(t) {
+			op.Failed(nil)
+			continue
+		}
+		op.Granted(modes.EX, uint64(t/ms)+1)
+		h.Release(1, "n1", "probe/a").Released()
+	}
+}
+
+func TestAvailabilityCountsSlots(t *testing.T) {
+	h, clk := newManual()
+	// Unavailable from 2 s to 2.5 s (5 slots of 100 ms); probes from 0 to
+	// 5 s; the window is 1 s to 6 s, whose last second has no probe.
+	probeLoop(h, clk, 0, 5*s, func(t time.Duration) bool { return t >= 2*s && t < 2500*ms })
+	a := MeasureAvailability(h, []Window{{From: 1 * s, To: 6 * s}}, AvailabilityOptions{Prefix: "probe/"})
+	if a.Slots != 40 || a.Available != 35 || a.Unprobed != 10 || a.Measured != 5*s {
+		t.Fatalf("%+v", a)
+	}
+	if a.Share != 35.0/40 {
+		t.Fatalf("share %v", a.Share)
+	}
+	if len(a.Gaps) != 1 || a.Gaps[0] != (Window{From: 2 * s, To: 2500 * ms}) {
+		t.Fatalf("gaps %v", a.Gaps)
+	}
+	// Probes on other resources do not count.
+	if b := MeasureAvailability(h, []Window{{From: 1 * s, To: 6 * s}}, AvailabilityOptions{Prefix: "other/"}); b.Slots != 0 || b.Share != 1 {
+		t.Fatalf("other prefix: %+v", b)
+	}
+}
+
+// TestAvailabilityJudgesAStuckProbe: a probe that never returns makes the
+// slots it waits over unavailable (up to Within), not unprobed.
+func TestAvailabilityJudgesAStuckProbe(t *testing.T) {
+	h, clk := newManual()
+	h.Acquire(1, "n1", "probe/a", modes.EX).Granted(modes.EX, 1)
+	h.Release(1, "n1", "probe/a").Released()
+	clk.at(100 * ms)
+	h.Acquire(1, "n1", "probe/a", modes.EX).Unknown()
+	a := MeasureAvailability(h, []Window{{From: 0, To: 2 * s}}, AvailabilityOptions{Prefix: "probe/", Within: 500 * ms})
+	// Slot 0 available; slots 1-5 (the probe's 500 ms) unavailable; the
+	// rest unprobed.
+	if a.Available != 1 || a.Slots != 6 || a.Unprobed != 14 {
+		t.Fatalf("%+v", a)
+	}
+	// A grant slower than Within is no success.
+	h2, clk2 := newManual()
+	op := h2.Acquire(1, "n1", "probe/a", modes.EX)
+	clk2.at(2 * s)
+	op.Granted(modes.EX, 1)
+	if a := MeasureAvailability(h2, []Window{{From: 0, To: 100 * ms}}, AvailabilityOptions{Prefix: "probe/"}); a.Available != 0 || a.Slots != 1 {
+		t.Fatalf("slow grant: %+v", a)
+	}
+}
+
+func TestTimeToGrant(t *testing.T) {
+	h, clk := newManual()
+	h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 1)
+	w := h.Acquire(2, "n2", "r", modes.EX) // waits behind client 1
+	clk.at(1 * s)
+	kill := h.Mark("nemesis", "kill n1")
+	h.Crash("n1")
+	clk.at(1200 * ms)
+	h.Acquire(3, "n3", "q", modes.EX).Granted(modes.EX, 1) // another resource
+	clk.at(3500 * ms)
+	w.Granted(modes.EX, 2)
+	clk.at(4 * s)
+	late := h.Mark("nemesis", "partition")
+	got := TimeToGrant(h, []Fault{
+		{At: kill, Kind: "kill-holder", Node: "n1", Resource: "r"},
+		{At: kill, Kind: "kill-random", Node: "n1"},
+		{At: late, Kind: "partition"},
+	})
+	if got[0].Took != 2500*ms || got[1].Took != 200*ms || got[2].Took != Infinity || got[2].Grant != -1 {
+		t.Fatalf("%+v", got)
+	}
+	if kill != 1*s || h.Elapsed() != 4*s {
+		t.Fatalf("Mark %v, Elapsed %v", kill, h.Elapsed())
+	}
+}
+
+func inc(c int, at time.Duration, read int64, valid bool, out Outcome) Increment {
+	return Increment{Client: c, Node: "n1", Granted: at, Read: read, Valid: valid, Outcome: out}
+}
+
+func TestCounter(t *testing.T) {
+	good := []Increment{
+		inc(1, 1*s, 0, true, OK),
+		inc(2, 2*s, 1, true, Unknown), // its node died: written or not
+		inc(3, 3*s, 1, true, OK),      // not written
+		inc(1, 4*s, 2, true, Fail),
+		inc(2, 5*s, 2, true, OK),
+	}
+	res := CheckCounter(good, &CounterRead{Value: 3, Valid: true})
+	if !res.OK() || res.Acked != 3 || res.Unknown != 1 || res.Failed != 1 {
+		t.Fatalf("good counter: %+v", res)
+	}
+	// The final read may count an unknown increment that was written.
+	if res := CheckCounter([]Increment{inc(1, 1*s, 0, true, Unknown)}, &CounterRead{Value: 1, Valid: true}); !res.OK() {
+		t.Fatalf("unknown written: %v", res.Violations)
+	}
+	for _, c := range []struct {
+		name  string
+		incs  []Increment
+		final *CounterRead
+		want  string
+	}{
+		{"lost update", []Increment{inc(1, 1*s, 0, true, OK), inc(2, 2*s, 0, true, OK)}, nil, "an update was lost"},
+		{"final short", []Increment{inc(1, 1*s, 0, true, OK), inc(2, 2*s, 1, true, OK)}, &CounterRead{Value: 1, Valid: true}, "the final read read 1, but 2 acknowledged"},
+		{"from nowhere", []Increment{inc(1, 1*s, 0, true, OK), inc(2, 2*s, 5, true, OK)}, nil, "at most 1"},
+	} {
+		res := CheckCounter(c.incs, c.final)
+		if res.OK() || !strings.Contains(strings.Join(res.Violations, "\n"), c.want) {
+			t.Errorf("%s: %v, want a violation mentioning %q", c.name, res.Violations, c.want)
+		}
+	}
+	// An invalid read is flagged, not a violation, and the count goes on
+	// from what it read.
+	res = CheckCounter([]Increment{inc(1, 1*s, 0, true, OK), inc(2, 2*s, 1, true, OK), inc(3, 3*s, 0, false, OK),
+		inc(1, 4*s, 1, true, OK)}, &CounterRead{Value: 2, Valid: true})
+	if !res.OK() || res.Invalidated != 1 || res.Flagged != 2 {
+		t.Fatalf("invalidated: %+v", res)
+	}
+}
+
+func TestElection(t *testing.T) {
+	h, clk := newManual()
+	const res = "election/e"
+	h.Acquire(1, "n1", res, modes.EX).Granted(modes.PW, 5)
+	clk.at(2 * s)
+	h.Release(1, "n1", res).Released()
+	h.Acquire(2, "n2", res, modes.EX).Granted(modes.PW, 7)
+	obs := func(c int, call, ret time.Duration, tok uint64) Observation {
+		return Observation{Client: c, Node: "n3", Call: call, Return: ret, Leader: true, Token: tok, Valid: true}
+	}
+	good := []Observation{obs(10, 1*s, 1100*ms, 5), obs(10, 3*s, 3100*ms, 7), obs(11, 1900*ms, 2*s, 7),
+		{Client: 12, Call: 1 * s, Return: 2 * s}} // "no leader" is never wrong here
+	if r := CheckElection(h, res, good); !r.OK() || r.Terms != 2 {
+		t.Fatalf("good election: %+v", r)
+	}
+	for _, c := range []struct {
+		name string
+		obs  []Observation
+		want string
+	}{
+		{"phantom", []Observation{obs(10, 1*s, 1100*ms, 6)}, "no campaign won"},
+		{"early", []Observation{obs(10, 100*ms, 200*ms, 7)}, "began only at"},
+		{"stale", []Observation{obs(10, 3*s, 3100*ms, 5)}, "had won with token 7"},
+		{"back", []Observation{obs(10, 1500*ms, 2500*ms, 7), obs(10, 1600*ms, 2600*ms, 5)}, "after token 7"},
+	} {
+		r := CheckElection(h, res, c.obs)
+		if r.OK() || !strings.Contains(strings.Join(r.Violations, "\n"), c.want) {
+			t.Errorf("%s: %v, want a violation mentioning %q", c.name, r.Violations, c.want)
+		}
+	}
+}
