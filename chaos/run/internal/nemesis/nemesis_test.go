@@ -1,0 +1,154 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/chaos/run/internal/netlab"
+)
+
+func TestScheduleIsSeededAndStrikesEveryKind(t *testing.T) {
+	tm := DefaultTiming()
+	a := Schedule(7, All(), 0, tm)
+	if len(a) != len(All()) {
+		t.Fatalf("a zero-length run has %d steps, want one round of %d", len(a), len(All()))
+	}
+	for _, k := range All() {
+		if !slices.ContainsFunc(a, func(s Step) bool { return s.Kind == k }) {
+			t.Errorf("%s missing from the round", k)
+		}
+	}
+	if b := Schedule(7, All(), 0, tm); !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different schedules")
+	}
+	if c := Schedule(8, All(), 0, tm); reflect.DeepEqual(a, c) {
+		t.Fatal("different seeds, same schedule")
+	}
+	long := Schedule(1, All(), time.Hour, tm)
+	var sum time.Duration
+	for _, s := range long {
+		sum += s.Hold + s.Quiet
+		if s.Kind == PauseHolder && (s.Hold < 2*tm.Lease || s.Hold > 3*tm.Lease) {
+			t.Errorf("pause of %v, want 2-3 leases", s.Hold)
+		}
+	}
+	if sum < time.Hour || len(long) < 300 {
+		t.Fatalf("an hour's schedule: %d steps over %v", len(long), sum)
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	ks, err := ParseKinds("process,loss,kill-master")
+	if err != nil || len(ks) != len(ProcessKinds)+1 || ks[len(ks)-1] != Loss {
+		t.Fatalf("%v %v", ks, err)
+	}
+	for _, bad := range []string{"", "kill-everything", "all,nope"} {
+		if _, err := ParseKinds(bad); err == nil {
+			t.Errorf("ParseKinds(%q) succeeded", bad)
+		}
+	}
+}
+
+// fakeCluster logs what the nemeses do to it.
+type fakeCluster struct {
+	n       int
+	up      []bool
+	network bool
+	log     []string
+}
+
+func (f *fakeCluster) Size() int         { return f.n }
+func (f *fakeCluster) Name(i int) string { return fmt.Sprintf("n%d", i+1) }
+func (f *fakeCluster) Up(i int) bool     { return f.up[i] }
+func (f *fakeCluster) Kill(i int) error  { f.up[i] = false; f.log = append(f.log, "kill "+f.Name(i)); return nil }
+func (f *fakeCluster) Start(i int) error { f.up[i] = true; f.log = append(f.log, "start "+f.Name(i)); return nil }
+func (f *fakeCluster) Stop(i int) error  { f.log = append(f.log, "stop "+f.Name(i)); return nil }
+func (f *fakeCluster) Cont(i int) error  { f.log = append(f.log, "cont "+f.Name(i)); return nil }
+func (f *fakeCluster) Network() bool     { return f.network }
+func (f *fakeCluster) Apply(x netlab.Faults) error {
+	f.log = append(f.log, "apply "+x.String())
+	return nil
+}
+
+type fakeTargets struct{ frozen []string }
+
+func (fakeTargets) Holder(*rand.Rand) (int, string, bool) { return 2, "reg/1", true }
+func (fakeTargets) Master(*rand.Rand) (int, string, bool) { return 4, "hot/0", true }
+func (f *fakeTargets) Freeze(node int, res string, d time.Duration) {
+	f.frozen = append(f.frozen, fmt.Sprintf("n%d %s", node+1, res))
+}
+
+type fakeRecorder struct {
+	t       time.Duration
+	faults  []string
+	crashes []int
+	healed  int
+	changes int
+}
+
+func (r *fakeRecorder) Fault(k Kind, node int, res, text string) time.Duration {
+	r.t += time.Second
+	r.faults = append(r.faults, fmt.Sprintf("%s %d %s", k, node, res))
+	return r.t
+}
+func (r *fakeRecorder) Crash(node int) { r.crashes = append(r.crashes, node) }
+func (r *fakeRecorder) Healed(Kind, string) time.Duration {
+	r.healed++
+	r.t += time.Second
+	return r.t
+}
+func (r *fakeRecorder) Changed([]bool, netlab.Faults) { r.changes++ }
+
+func TestStrikeDoesAndUndoesEachKind(t *testing.T) {
+	for _, k := range All() {
+		c := &fakeCluster{n: 5, up: []bool{true, true, true, true, true}, network: true}
+		tg, rec := &fakeTargets{}, &fakeRecorder{}
+		ev := Strike(context.Background(), Step{Kind: k, Hold: time.Millisecond, Seed: 3}, c, tg, rec)
+		if ev.Err != "" || ev.At == 0 || ev.Healed <= ev.At || rec.healed != 1 {
+			t.Errorf("%s: %+v (healed %d)", k, ev, rec.healed)
+		}
+		log := strings.Join(c.log, "; ")
+		for i, u := range c.up {
+			if !u {
+				t.Errorf("%s: n%d left down: %s", k, i+1, log)
+			}
+		}
+		switch k {
+		case KillHolder, KillMaster:
+			want := map[Kind]string{KillHolder: "kill n3; start n3", KillMaster: "kill n5; start n5"}[k]
+			if log != want || len(rec.crashes) != 1 {
+				t.Errorf("%s: %s, want %s", k, log, want)
+			}
+		case QuorumLoss:
+			if strings.Count(log, "kill") != 3 || strings.Count(log, "start") != 3 || len(rec.crashes) != 3 {
+				t.Errorf("%s: %s", k, log)
+			}
+		case PauseHolder:
+			if log != "stop n3; cont n3" || len(tg.frozen) != 1 || tg.frozen[0] != "n3 reg/1" {
+				t.Errorf("%s: %s, frozen %v", k, log, tg.frozen)
+			}
+		case KillRandom, Restart:
+			if strings.Count(log, "kill") != 1 || strings.Count(log, "start") != 1 {
+				t.Errorf("%s: %s", k, log)
+			}
+		default:
+			if len(c.log) != 2 || !strings.HasPrefix(c.log[0], "apply ") || c.log[0] == "apply healthy" || c.log[1] != "apply healthy" {
+				t.Errorf("%s: %s", k, log)
+			}
+		}
+	}
+}
+
+func TestStrikeSkipsNetworkKindsWithoutNamespaces(t *testing.T) {
+	c := &fakeCluster{n: 5, up: []bool{true, true, true, true, true}}
+	ev := Strike(context.Background(), Step{Kind: PartRing}, c, &fakeTargets{}, &fakeRecorder{})
+	if !strings.Contains(ev.Err, "skipped") || len(c.log) != 0 {
+		t.Fatalf("%+v %v", ev, c.log)
+	}
+}
