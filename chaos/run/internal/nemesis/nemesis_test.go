@@ -66,11 +66,19 @@ type fakeCluster struct {
 func (f *fakeCluster) Size() int         { return f.n }
 func (f *fakeCluster) Name(i int) string { return fmt.Sprintf("n%d", i+1) }
 func (f *fakeCluster) Up(i int) bool     { return f.up[i] }
-func (f *fakeCluster) Kill(i int) error  { f.up[i] = false; f.log = append(f.log, "kill "+f.Name(i)); return nil }
-func (f *fakeCluster) Start(i int) error { f.up[i] = true; f.log = append(f.log, "start "+f.Name(i)); return nil }
-func (f *fakeCluster) Stop(i int) error  { f.log = append(f.log, "stop "+f.Name(i)); return nil }
-func (f *fakeCluster) Cont(i int) error  { f.log = append(f.log, "cont "+f.Name(i)); return nil }
-func (f *fakeCluster) Network() bool     { return f.network }
+func (f *fakeCluster) Kill(i int) error {
+	f.up[i] = false
+	f.log = append(f.log, "kill "+f.Name(i))
+	return nil
+}
+func (f *fakeCluster) Start(i int) error {
+	f.up[i] = true
+	f.log = append(f.log, "start "+f.Name(i))
+	return nil
+}
+func (f *fakeCluster) Stop(i int) error { f.log = append(f.log, "stop "+f.Name(i)); return nil }
+func (f *fakeCluster) Cont(i int) error { f.log = append(f.log, "cont "+f.Name(i)); return nil }
+func (f *fakeCluster) Network() bool    { return f.network }
 func (f *fakeCluster) Apply(x netlab.Faults) error {
 	f.log = append(f.log, "apply "+x.String())
 	return nil

@@ -17,12 +17,12 @@ type Kind string
 // The nemeses. The process ones run anywhere; the network ones need the
 // namespaces of netlab (root).
 const (
-	KillHolder   Kind = "kill-holder"   // SIGKILL the agent of a client holding an EX lock; restart it after 0-2 s
-	KillMaster   Kind = "kill-master"   // SIGKILL the master of a hot resource; restart after 0-2 s
-	KillRandom   Kind = "kill-random"   // SIGKILL a random agent; restart after 0-2 s
-	Restart      Kind = "restart"       // SIGKILL an agent and start it again at once: a new boot under the same name
-	PauseHolder  Kind = "pause-holder"  // SIGSTOP a holder's agent for 2-3 leases, then SIGCONT
-	QuorumLoss   Kind = "quorum-loss"   // SIGKILL a majority, then restart it
+	KillHolder   Kind = "kill-holder"  // SIGKILL the agent of a client holding an EX lock; restart it after 0-2 s
+	KillMaster   Kind = "kill-master"  // SIGKILL the master of a hot resource; restart after 0-2 s
+	KillRandom   Kind = "kill-random"  // SIGKILL a random agent; restart after 0-2 s
+	Restart      Kind = "restart"      // SIGKILL an agent and start it again at once: a new boot under the same name
+	PauseHolder  Kind = "pause-holder" // SIGSTOP a holder's agent for 2-3 leases, then SIGCONT
+	QuorumLoss   Kind = "quorum-loss"  // SIGKILL a majority, then restart it
 	PartMinority Kind = "partition-minority"
 	PartRing     Kind = "partition-ring"   // each node hears only its two ring neighbours
 	PartOneWay   Kind = "partition-oneway" // one node hears nobody while everyone hears it

@@ -65,7 +65,7 @@ type Event struct {
 	Text     string        `json:"text"`
 	Nodes    []string      `json:"nodes,omitempty"`
 	Resource string        `json:"resource,omitempty"`
-	At       time.Duration `json:"at_ns"`     // in the history's time
+	At       time.Duration `json:"at_ns"` // in the history's time
 	Healed   time.Duration `json:"healed_ns"`
 	Err      string        `json:"err,omitempty"`
 }
