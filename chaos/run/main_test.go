@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/chaos/check"
+	"github.com/seed-a6839e30/dlm/chaos/run/internal/netlab"
+)
+
+func TestBadFlagsExit2WithOneLine(t *testing.T) {
+	for _, args := range [][]string{{"-nodes", "2"}, {"-nemesis", "kill-everyone"}, {"-network", "maybe"},
+		{"-embedded", "5"}, {"stray"}, {"-no-such-flag"}} {
+		var out, errb bytes.Buffer
+		if code := runMain(args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())
+		}
+		if !strings.Contains(errb.String(), "chaos:") && !strings.Contains(errb.String(), "flag provided but not defined") {
+			t.Errorf("%v: %q", args, errb.String())
+		}
+	}
+}
+
+func TestMajorityAndWindows(t *testing.T) {
+	up := []bool{true, true, true, true, true}
+	if !majority(up, netlab.Faults{}, 1) || majority(up, netlab.Ring([]int{0, 1, 2, 3, 4}), 0) {
+		t.Fatal("majority")
+	}
+	down := []bool{false, false, false, true, true}
+	// 5 agents + 1 embedded = 6 members: 4 needed, the embedded one and
+	// two agents are 3.
+	if majority(down, netlab.Faults{}, 1) {
+		t.Fatal("a majority with three of five agents down")
+	}
+	h := check.NewHistory(nil)
+	r := newRecorder(h, []string{"n1", "n2", "n3"}, 0)
+	r.changes = []time.Duration{10 * time.Second}
+	r.windows = []check.Window{{From: 0, To: 20 * time.Second}}
+	r.in = false
+	maj, settled := r.Windows(30*time.Second, 6*time.Second)
+	if len(maj) != 1 || len(settled) != 2 || settled[0] != (check.Window{From: 0, To: 10 * time.Second}) ||
+		settled[1] != (check.Window{From: 16 * time.Second, To: 20 * time.Second}) {
+		t.Fatalf("windows %v settled %v", maj, settled)
+	}
+}
