@@ -27,6 +27,9 @@ func (t *Table) state(l *lock) LockState {
 	}
 	if tm := l.timer; tm != nil {
 		ls.Deadline, ls.Expires, ls.TTL = tm.deadline, tm.expires, tm.ttl
+		if l.queue != QueueGranted {
+			ls.Since = tm.since
+		}
 	}
 	return ls
 }

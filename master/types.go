@@ -263,6 +263,10 @@ type LockState struct {
 	Deadline Tick
 	Expires  Tick
 	TTL      Tick
+	// Since is the tick the queued request or conversion was queued at
+	// (meaningless on QueueGranted): how long it has waited, for dumps.
+	// Restore ignores it; a restored request is timed from the restore.
+	Since Tick
 	// LVB is the holder's copy of the value block, reported in recovery by a
 	// survivor that held the lock in PR or above. Nil if none.
 	LVB *LVB

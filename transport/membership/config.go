@@ -27,6 +27,9 @@ type Config struct {
 	// LinkAddr is the "host:port" where this node's links accept
 	// connections; peers learn it from the meta.
 	LinkAddr string
+	// Tags are gossiped in the meta for peers to read (Member.Tags); see
+	// Meta.Tags for their limits.
+	Tags map[string]string
 
 	// Transport carries gossip. nil means memberlist's own UDP+TCP transport
 	// on BindAddr:BindPort; tests pass a memnet transport.
@@ -129,7 +132,7 @@ func (c *Config) Validate() error {
 	}
 	check(c.Name == "", "Name is required")
 	check(c.OnEvent == nil, "OnEvent is required")
-	meta := Meta{Version: c.ProtocolVersion, BootID: 1, ClusterID: c.ClusterID, LinkAddr: c.LinkAddr}
+	meta := Meta{Version: c.ProtocolVersion, BootID: 1, ClusterID: c.ClusterID, LinkAddr: c.LinkAddr, Tags: c.Tags}
 	if err := meta.Validate(); err != nil {
 		errs = append(errs, err)
 	}

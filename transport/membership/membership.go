@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -51,7 +52,7 @@ func Start(cfg Config) (*Membership, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta := Meta{Version: cfg.ProtocolVersion, BootID: cfg.BootID, ClusterID: cfg.ClusterID, LinkAddr: cfg.LinkAddr}
+	meta := Meta{Version: cfg.ProtocolVersion, BootID: cfg.BootID, ClusterID: cfg.ClusterID, LinkAddr: cfg.LinkAddr, Tags: maps.Clone(cfg.Tags)}
 	m := &Membership{cfg: cfg, log: log, met: met, q: newQueue(), live: newLiveSet(), stop: make(chan struct{})}
 	d := &delegate{meta: meta.Encode(), clusterID: cfg.ClusterID, self: cfg.Name, q: m.q, log: log, met: met, live: m.live}
 	m.ml, err = memberlist.Create(cfg.memberlistConfig(d))
