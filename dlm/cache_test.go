@@ -70,7 +70,7 @@ func recvWithin[T any](t testing.TB, ch <-chan T, what string) T {
 // masterLocks returns the locks at resource's master, by queue.
 func (c *cluster) masterLocks(resource string) (granted, waiting []master.LockState) {
 	for _, ls := range c.live() {
-		if rs, ok := ls.Dump(resource); ok {
+		if rs, ok := ls.masterState(resource); ok {
 			for _, l := range rs.Locks {
 				if l.Queue == master.QueueGranted {
 					granted = append(granted, l)

@@ -156,7 +156,7 @@ func TestLimitsHold(t *testing.T) {
 			}()
 		}
 		synctestWait()
-		if rs, _ := c.ls[1].Dump(res); len(rs.Locks) != 11 {
+		if rs, _ := c.ls[1].masterState(res); len(rs.Locks) != 11 {
 			t.Fatalf("master queued %d locks, want 1 + 10 waiters", len(rs.Locks))
 		}
 		limited := 0
@@ -269,7 +269,7 @@ func TestCloseReleasesLocks(t *testing.T) {
 		mustUnlock(t, <-next)
 		mustUnlock(t, blocker)
 		synctestWait()
-		if _, ok := c.ls[2].Dump(other); ok {
+		if _, ok := c.ls[2].masterState(other); ok {
 			t.Fatal("the closed node's cancelled request is still queued")
 		}
 		if _, err := c.ls[0].Lock(bg, res, modes.NL); !errors.Is(err, ErrClosed) {

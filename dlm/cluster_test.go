@@ -280,7 +280,7 @@ func (c *cluster) live() []*Lockspace {
 func (c *cluster) queued(resource string, n int) func() bool {
 	return func() bool {
 		for _, ls := range c.live() {
-			if rs, ok := ls.Dump(resource); ok {
+			if rs, ok := ls.masterState(resource); ok {
 				q := 0
 				for _, l := range rs.Locks {
 					if l.Queue != master.QueueGranted {
@@ -298,7 +298,7 @@ func (c *cluster) queued(resource string, n int) func() bool {
 func (c *cluster) free(resource string) func() bool {
 	return func() bool {
 		for _, ls := range c.live() {
-			if _, ok := ls.Dump(resource); ok {
+			if _, ok := ls.masterState(resource); ok {
 				return false
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/membership"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
@@ -37,6 +39,19 @@ type Config struct {
 	// GossipAddr is where memberlist binds ("host:port"; port 0 picks one).
 	// Ignored when GossipTransport is set.
 	GossipAddr string
+	// LinkAdvertiseAddr and GossipAdvertiseAddr, when set, are the
+	// addresses peers are told to reach this node at, instead of the bound
+	// ones: behind NAT or in a container the two differ. Empty means the
+	// bound address (memberlist picks a private address of the host when
+	// GossipAddr binds every interface; a link bound to every interface
+	// needs LinkAdvertiseAddr).
+	LinkAdvertiseAddr   string
+	GossipAdvertiseAddr string
+	// Tags are small key/value pairs this node gossips about itself; the
+	// cluster does not interpret them, Status lists every member's. The
+	// dlmnode agent puts its admin URL here. At most 8 tags of 160 bytes
+	// in all (keys 1..32 bytes, values up to 128).
+	Tags map[string]string
 	// TLS, when set, turns on mutual TLS for lock traffic: this node's
 	// certificate and the cluster's CAs; peers without a certificate from
 	// those CAs are refused.
@@ -185,6 +200,19 @@ func (c *Config) Validate() error {
 	}
 	if c.GossipTransport == nil && c.GossipAddr == "" {
 		bad("GossipAddr or GossipTransport is required")
+	}
+	for field, addr := range map[string]string{"LinkAdvertiseAddr": c.LinkAdvertiseAddr, "GossipAdvertiseAddr": c.GossipAdvertiseAddr} {
+		if addr == "" {
+			continue
+		}
+		if host, port, err := splitHostPort(addr); err != nil || host == "" || port <= 0 || port > 65535 {
+			bad("%s %q must be host:port with a host and a port", field, addr)
+		} else if field == "GossipAdvertiseAddr" && net.ParseIP(host) == nil {
+			bad("GossipAdvertiseAddr %q must have an IP address, not a host name (memberlist gossips IPs)", addr)
+		}
+	}
+	if err := membership.ValidateTags(c.Tags); err != nil {
+		bad("Tags: %v", err)
 	}
 	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		bad("GossipKey must be 16, 24 or 32 bytes, not %d", n)

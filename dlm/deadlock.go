@@ -482,13 +482,17 @@ func (n *Node) onDeadlockFail(from string, m *wire.DeadlockFail) {
 		return
 	}
 	n.log.Info("deadlock: failed a request to break a cycle", "lockspace", m.Lockspace, "resource", m.Resource, "lock", id, "cycle", m.Detail)
+	n.noteDeadlock(DeadlockCycle, m.Lockspace, m.Resource, id, m.Detail)
 }
 
-// countDeadlock counts a request failed by a deadlock, by kind.
-func (n *Node) countDeadlock(err error) {
-	if errors.Is(err, errCycle) {
+// countDeadlock counts a request failed by a deadlock, by kind, and
+// records a conversion deadlock (onDeadlockFail records cycles, with their
+// description).
+func (n *Node) countDeadlock(ls *Lockspace, e *master.Effect) {
+	if errors.Is(e.Err, errCycle) {
 		n.met.deadlocks[deadlockCycle].Inc()
-	} else {
-		n.met.deadlocks[deadlockConversion].Inc()
+		return
 	}
+	n.met.deadlocks[deadlockConversion].Inc()
+	n.noteDeadlock(DeadlockConversion, ls.name, e.Resource, e.Lock, e.Err.Error())
 }

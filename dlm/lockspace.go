@@ -113,6 +113,7 @@ func (ls *Lockspace) tableConvert(sh *shard, c master.Convert) (master.Result, e
 	}
 	if res.Demoted || errors.Is(err, master.ErrDeadlock) {
 		ls.node.met.deadlocks[deadlockConversion].Inc()
+		ls.noteConversionDeadlock(sh, c.Lock, res.Demoted, err)
 	}
 	ls.deliver(sh)
 	return res, err
@@ -171,7 +172,7 @@ func (ls *Lockspace) deliver(sh *shard) {
 		for i := range effs {
 			e := &effs[i]
 			if e.Kind == master.EffectFailed && errors.Is(e.Err, master.ErrDeadlock) {
-				ls.node.countDeadlock(e.Err)
+				ls.node.countDeadlock(ls, e)
 			}
 			if e.Lock.Node == self {
 				ls.deliverLocal(sh, e)
@@ -293,13 +294,4 @@ func modeWrites(m modes.Mode) bool { return m == modes.PW || m == modes.EX }
 // current view.
 func (ls *Lockspace) MasterOf(resource string) string {
 	return ls.node.view.Load().masterOf(resourceHash(ls.seed, resource)).name
-}
-
-// Dump returns the state of resource if this node masters it and it has
-// locks: its value block and its queues (the lock dump of dlm_tool).
-func (ls *Lockspace) Dump(resource string) (master.ResourceState, bool) {
-	sh := ls.shardOf(resourceHash(ls.seed, resource))
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.table.Resource(resource)
 }

@@ -3,6 +3,7 @@ package dlm
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,10 @@ func TestConfigValidate(t *testing.T) {
 		"bad lockspace":    func(c *Config) { c.Lockspaces = map[string]LockspaceConfig{"x": {MaxNameLen: 0}} },
 		"lockspace name":   func(c *Config) { c.Lockspaces = map[string]LockspaceConfig{"": DefaultLockspaceConfig()} },
 		"big LVB":          func(c *Config) { c.DefaultLockspace.MaxLVB = 1 << 20 },
+		"link advertise":   func(c *Config) { c.LinkAdvertiseAddr = "10.0.0.1" },
+		"gossip advertise": func(c *Config) { c.GossipAdvertiseAddr = "host.example:7946" },
+		"advertise port":   func(c *Config) { c.GossipAdvertiseAddr = "10.0.0.1:0" },
+		"tag too long":     func(c *Config) { c.Tags = map[string]string{"admin": strings.Repeat("x", 200)} },
 	} {
 		c := good
 		mut(&c)
@@ -176,7 +181,7 @@ func TestInvalidRequests(t *testing.T) {
 		if err := lk.Convert(bg, modes.NL); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("convert after unlock: %v", err)
 		}
-		if rs, ok := c.ls[0].Dump("r"); ok {
+		if rs, ok := c.ls[0].masterState("r"); ok {
 			t.Errorf("bad requests left state behind: %+v", rs)
 		}
 	})

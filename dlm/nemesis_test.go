@@ -388,7 +388,7 @@ func (n *nemesis) holderNode() int {
 			continue
 		}
 		for _, res := range n.resources {
-			if rs, ok := n.c.ls[i].Dump(res); ok {
+			if rs, ok := n.c.ls[i].masterState(res); ok {
 				for _, l := range rs.Locks {
 					if l.Queue != 0 && modes.Stronger(l.Granted, modes.CW) {
 						for j, name := range n.c.names {

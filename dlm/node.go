@@ -61,6 +61,7 @@ type Node struct {
 
 	callbacks *dispatcher
 	deadlocks *deadlocks // detection across resources and nodes; see deadlock.go
+	history   history    // recent recoveries and deadlocks, for Status; see status.go
 }
 
 // Start starts a node and joins the cluster: it listens for lock traffic,
@@ -93,7 +94,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.met.group.Unregister()
 		return nil, err
 	}
-	n.self = newMember(cfg.Name, n.links.Addr().String(), n.bootID)
+	linkAddr := n.links.Addr().String()
+	if cfg.LinkAdvertiseAddr != "" {
+		linkAddr = cfg.LinkAdvertiseAddr
+	}
+	n.self = newMember(cfg.Name, linkAddr, n.bootID)
 	n.view.Store(newView(0, nil, n.self))
 	n.gate.init()
 	if err := n.startRecovery(); err != nil {
@@ -127,6 +132,7 @@ func (n *Node) startRecovery() error {
 	rc.Lease, rc.HeartbeatInterval, rc.ClockDrift = n.cfg.Lease, n.cfg.HeartbeatInterval, n.cfg.ClockDrift
 	rc.DisableLockDelay = n.cfg.unsafeNoLockDelay
 	rc.Logger, rc.Registerer = n.log, n.cfg.Registerer
+	rc.OnRecovered = n.history.recovered
 	rec, err := recovery.New(rc, n.links, recoveryHost{n})
 	if err != nil {
 		return fmt.Errorf("dlm: recovery: %w", err)
@@ -197,6 +203,14 @@ func (n *Node) startMembership() error {
 	mc.LinkAddr = n.self.linkAddr
 	mc.Seeds = n.cfg.Seeds
 	mc.SecretKey = n.cfg.GossipKey
+	mc.Tags = n.cfg.Tags
+	if a := n.cfg.GossipAdvertiseAddr; a != "" {
+		host, port, err := splitHostPort(a)
+		if err != nil {
+			return fmt.Errorf("%w: GossipAdvertiseAddr: %v", ErrInvalidConfig, err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	}
 	mc.ProbeInterval, mc.ProbeTimeout = n.cfg.ProbeInterval, n.cfg.ProbeTimeout
 	mc.OnEvent = n.onMemberEvent
 	mc.Logger, mc.Registerer = n.log, n.cfg.Registerer

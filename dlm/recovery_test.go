@@ -243,9 +243,9 @@ func TestRecoveryBigResource(t *testing.T) {
 		synctestWait()
 		c.kill(1)
 		c.waitView(2, 30*time.Second)
-		rs, ok := c.ls[0].Dump(res)
+		rs, ok := c.ls[0].masterState(res)
 		if !ok {
-			rs, ok = c.ls[2].Dump(res)
+			rs, ok = c.ls[2].masterState(res)
 		}
 		if !ok || len(rs.Locks) != holders+1 {
 			t.Fatalf("rebuilt resource has %d locks, want %d", len(rs.Locks), holders+1)

@@ -2,6 +2,7 @@ package dlm
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -40,6 +41,15 @@ func newView(epoch uint64, ms []*member, self *member) *view {
 		v.byID[m.id] = m
 	}
 	return v
+}
+
+// nodeName names the node of id for people: its name if it is a member of
+// the view, else its id.
+func (v *view) nodeName(id master.NodeID) string {
+	if m := v.byID[id]; m != nil {
+		return m.name
+	}
+	return fmt.Sprintf("node#%d", id)
 }
 
 // nodeID derives a node's numeric id from its name, the same on every node.

@@ -310,3 +310,16 @@ func (t *Table) FailRequest(id LockID, gen uint64, err error) error {
 	t.endQueued(l.res, l, err)
 	return nil
 }
+
+// QueuedLocks yields the state of every queued request and conversion,
+// oldest first, at a cost of the queued locks only (not every lock). The
+// table must not change during the iteration.
+func (t *Table) QueuedLocks() iter.Seq[LockState] {
+	return func(yield func(LockState) bool) {
+		for tm := t.queued.qnext; tm != &t.queued; tm = tm.qnext {
+			if !yield(t.state(tm.lock)) {
+				return
+			}
+		}
+	}
+}

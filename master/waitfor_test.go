@@ -59,3 +59,40 @@ func TestPartyKeyCompare(t *testing.T) {
 		}
 	}
 }
+
+// QueuedLocks yields every queued request and conversion, oldest first,
+// with the tick it was queued at, and nothing granted.
+func TestQueuedLocks(t *testing.T) {
+	tbl := New(DefaultConfig())
+	id := func(n uint64) LockID { return LockID{Node: 1, ID: n} }
+	must := func(_ Result, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tbl.Tick(10)
+	must(tbl.Request(Request{Resource: "a", Lock: id(1), Mode: modes.PR}))
+	must(tbl.Request(Request{Resource: "a", Lock: id(2), Mode: modes.PR}))
+	tbl.Tick(20)
+	must(tbl.Request(Request{Resource: "a", Lock: id(3), Mode: modes.EX}))
+	tbl.Tick(30)
+	must(tbl.Convert(Convert{Lock: id(1), Mode: modes.PW}))
+	must(tbl.Request(Request{Resource: "b", Lock: id(4), Mode: modes.EX}))
+	var got []LockState
+	for ls := range tbl.QueuedLocks() {
+		got = append(got, ls)
+	}
+	if len(got) != 2 {
+		t.Fatalf("queued %v, want lock 3 waiting and lock 1 converting", got)
+	}
+	if got[0].Lock != id(3) || got[0].Queue != QueueWaiting || got[0].Requested != modes.EX || got[0].Since != 20 {
+		t.Errorf("first queued %+v", got[0])
+	}
+	if got[1].Lock != id(1) || got[1].Queue != QueueConverting || got[1].Granted != modes.PR || got[1].Requested != modes.PW || got[1].Since != 30 {
+		t.Errorf("second queued %+v", got[1])
+	}
+	if rs, _ := tbl.Resource("b"); rs.Locks[0].Since != 0 {
+		t.Errorf("a granted lock has a queued tick: %+v", rs.Locks[0])
+	}
+}

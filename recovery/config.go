@@ -51,6 +51,11 @@ type Config struct {
 	// checker catching the resulting double grant.
 	DisableLockDelay bool
 
+	// OnRecovered, if set, is called with the durations of every recovery
+	// completed here, on the recovery's goroutine, after locking resumed.
+	// It must not block.
+	OnRecovered func(Stats)
+
 	// Logger receives the manager's logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the manager's metrics; nil registers none.

@@ -49,6 +49,9 @@ func (m *Manager) startRunLocked(prev, v View) *recoveryRun {
 // Stats are the durations of one completed recovery, as this node saw it.
 type Stats struct {
 	Epoch     uint64
+	Started   time.Time     // when this node started recovering the view
+	Removed   []Member      // members of the previous view not in this one
+	Added     []Member      // members of this view not in the previous one
 	Report    time.Duration // suspend, send every report, get every ack
 	LockDelay time.Duration // waiting out removed members' leases
 	Barrier1  time.Duration // waiting for every member's reports
@@ -71,7 +74,7 @@ func (m *Manager) LastStats() Stats {
 // recover runs the member's side of one view's recovery.
 func (m *Manager) recover(r *recoveryRun) {
 	start := time.Now()
-	st := Stats{Epoch: r.view.Epoch}
+	st := Stats{Epoch: r.view.Epoch, Started: start, Removed: Removed(r.prev, r.view), Added: Removed(r.view, r.prev)}
 	lap := func(d *time.Duration, t *time.Time) { now := time.Now(); *d = now.Sub(*t); *t = now }
 	m.met.recoveries.Inc()
 	t := start
@@ -109,7 +112,8 @@ func (m *Manager) recover(r *recoveryRun) {
 	m.host.Resume(r.view)
 	st.Total = time.Since(start)
 	m.mu.Lock()
-	if m.run == r {
+	current := m.run == r
+	if current {
 		m.resumed = r.view.Epoch
 		m.run = nil
 		m.stats = st
@@ -118,6 +122,9 @@ func (m *Manager) recover(r *recoveryRun) {
 	m.mu.Unlock()
 	if served {
 		close(m.served)
+	}
+	if f := m.cfg.OnRecovered; f != nil && current {
+		f(st)
 	}
 	m.met.phase.WithLabelValues("total").Observe(time.Since(start).Seconds())
 	m.log.Info("recovery done", "epoch", r.view.Epoch, "took", time.Since(start))

@@ -1,8 +1,13 @@
-// Command dlmnode runs dlm nodes.
+// Command dlmnode runs dlm nodes and looks at them.
 //
-//	dlmnode demo [flags]   start a local cluster and run the coupon scenario
+//	dlmnode agent [flags]      run one node of a cluster as a process
+//	dlmnode cluster [flags]    start a local cluster of agent processes
+//	dlmnode status [flags]     a node's (or the cluster's) state, from its admin address
+//	dlmnode lockdump [flags]   the locks a node (or every node) masters
+//	dlmnode demo [flags]       start a local cluster and run the coupon scenario
 //
-// Run "dlmnode demo -h" for the demo's flags.
+// Run "dlmnode <command> -h" for a command's flags; docs/operations.md is
+// the operator's guide.
 package main
 
 import (
@@ -13,6 +18,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
+
+	"github.com/seed-a6839e30/dlm/internal/agent"
 )
 
 func main() {
@@ -22,9 +30,20 @@ func main() {
 const usage = `usage: dlmnode <command> [flags]
 
 commands:
-  demo    start a local cluster over loopback TCP and run the coupon
-          scenario: first-come coupons issued under an EX lock into a store
-          that refuses stale fencing tokens (dlmnode demo -h for flags)
+  agent     run one node of a cluster as a process: flags, DLM_* environment
+            variables or a TOML file; admin HTTP with /metrics, /healthz,
+            /readyz, /v1/status, /v1/locks and a page at /
+  cluster   start a local cluster of agent processes on loopback (3 unless
+            --nodes), print their addresses, stop them all on Ctrl-C
+  status    show a node's state, members and lockspaces (--cluster: every
+            node's), from its admin address
+  lockdump  show the locks on the resources a node masters (--cluster:
+            every node's), from its admin address
+  demo      start a local cluster over loopback TCP and run the coupon
+            scenario: first-come coupons issued under an EX lock into a store
+            that refuses stale fencing tokens
+
+Run "dlmnode <command> -h" for a command's flags.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -32,25 +51,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	switch args[0] {
+	case "agent":
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		return agent.Main(args[1:], stdout, stderr, sigs)
+	case "cluster":
+		return exitCode(stderr, "cluster", clusterMain(args[1:], stdout, stderr))
+	case "status":
+		return exitCode(stderr, "status", statusMain(args[1:], stdout, stderr))
+	case "lockdump":
+		return exitCode(stderr, "lockdump", lockdumpMain(args[1:], stdout, stderr))
 	case "demo":
-		err := demoMain(ctx, args[1:], stdout, stderr)
-		switch {
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.Is(err, errUsage):
-			return 2
-		case err != nil:
-			fmt.Fprintln(stderr, "dlmnode demo:", err)
-			return 1
-		}
-		return 0
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		return exitCode(stderr, "demo", demoMain(ctx, args[1:], stdout, stderr))
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(stderr, "dlmnode: unknown command %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// exitCode maps a command's error to the exit status: 0, 2 for usage
+// (already reported), 1 for the rest (reported here).
+func exitCode(stderr io.Writer, cmd string, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	fmt.Fprintf(stderr, "dlmnode %s: %v\n", cmd, err)
+	return 1
 }

@@ -1,0 +1,233 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/seed-a6839e30/dlm/dlm"
+)
+
+// Agent is one node of a cluster run as a process: the dlm node and the
+// servers beside it, each on a listener of its own. Today that is the
+// admin HTTP server; a client port mounts the same way (see listen and
+// serve): bind its listener in listen, so that a taken port is a usage
+// error before the node joins, and start its server in serve once the
+// node serves.
+type Agent struct {
+	cfg Config
+	set settings
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	admin     net.Listener
+	adminHTTP *http.Server
+	node      atomic.Pointer[dlm.Node] // nil until the node serves
+	gather    *gatherer
+}
+
+// ErrForced is returned by Run when a second signal came before the
+// agent had left the cluster.
+var ErrForced = errors.New("agent: second signal: exiting at once")
+
+// Main runs dlmnode agent with args: it returns the process's exit
+// status: 0 after a clean leave, 2 for a bad flag, setting or address, 1
+// otherwise. signals delivers SIGINT and SIGTERM.
+func Main(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int {
+	cfg, err := Parse(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		var a *Agent
+		if a, err = New(cfg, stderr); err == nil {
+			if err = a.Listen(); err == nil {
+				err = a.Run(signals)
+			}
+		}
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintln(stderr, "dlmnode agent:", strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "))
+		return 2
+	default:
+		fmt.Fprintln(stderr, "dlmnode agent:", err)
+		return 1
+	}
+}
+
+// New prepares an agent: it validates cfg (reading the files it names)
+// and sets up logging and metrics. It binds nothing yet.
+func New(cfg Config, logOut io.Writer) (*Agent, error) {
+	set, err := cfg.build()
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: set.level}
+	var h slog.Handler = slog.NewTextHandler(logOut, opts)
+	if set.json {
+		h = slog.NewJSONHandler(logOut, opts)
+	}
+	a := &Agent{cfg: cfg, set: set, log: slog.New(h), reg: prometheus.NewRegistry()}
+	// The process's own metrics belong to the process, so the agent
+	// registers them; the library registers only its own.
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.set.node.Logger, a.set.node.Registerer = a.log, a.reg
+	a.gather = newGatherer(set.token)
+	return a, nil
+}
+
+// Listen binds the admin listener and checks that the gossip and link
+// ports are free, so that a port in use is reported as a usage error
+// naming its flag before the node starts. A port taken by someone else
+// between this check and the node's own bind still fails Run, as a usage
+// error all the same.
+func (a *Agent) Listen() error {
+	ln, err := net.Listen("tcp", a.set.adminAddr)
+	if err != nil {
+		return usageError("--admin-addr %s: %v", a.set.adminAddr, bindCause(err))
+	}
+	a.admin = ln
+	if err := probe("--link-addr", a.set.node.LinkAddr, false); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if err := probe("--gossip-addr", a.set.node.GossipAddr, true); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	return nil
+}
+
+// probe binds addr (TCP, and UDP if udp) and lets it go again.
+func probe(flagName, addr string, udp bool) error {
+	if _, port, _ := net.SplitHostPort(addr); port == "0" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return usageError("%s %s: %v", flagName, addr, bindCause(err))
+	}
+	_ = l.Close()
+	if udp {
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return usageError("%s %s (UDP): %v", flagName, addr, bindCause(err))
+		}
+		_ = u.Close()
+	}
+	return nil
+}
+
+// bindCause shortens a bind error to its cause ("address already in use").
+func bindCause(err error) error {
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return err
+}
+
+// AdminAddr returns the address the admin server listens on (after
+// Listen).
+func (a *Agent) AdminAddr() string { return a.admin.Addr().String() }
+
+// Node returns the agent's node once it serves, nil before.
+func (a *Agent) Node() *dlm.Node { return a.node.Load() }
+
+// Run starts the admin server and the node, and runs until a signal: the
+// first leaves the cluster cleanly (releasing this node's locks) and Run
+// returns nil once done; a second, before that, makes Run return
+// ErrForced at once.
+func (a *Agent) Run(signals <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.serve(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case sig := <-signals:
+		a.log.Info("signal: leaving the cluster; a second signal exits at once", "signal", sig.String())
+		cancel()
+	}
+	select {
+	case err := <-done:
+		return err
+	case sig := <-signals:
+		a.log.Warn("second signal: exiting without leaving cleanly", "signal", sig.String())
+		return ErrForced
+	}
+}
+
+// serve runs the servers and the node until ctx ends, then stops them.
+func (a *Agent) serve(ctx context.Context) error {
+	a.adminHTTP = &http.Server{
+		Handler:           a.adminHandler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- a.adminHTTP.Serve(a.admin) }()
+	a.log.Info("admin server listening", "addr", a.AdminAddr(), "advertised", a.set.node.Tags[AdminTag], "token", a.set.token != "")
+	// A client port's server would start here too, once the node serves.
+
+	cfg := a.set.node
+	a.log.Info("joining the cluster", "name", cfg.Name, "members", cfg.Members, "seeds", cfg.Seeds,
+		"gossip", cfg.GossipAddr, "link", cfg.LinkAddr)
+	node, err := dlm.Start(ctx, cfg)
+	if err != nil {
+		a.stopHTTP()
+		<-httpDone
+		switch {
+		case ctx.Err() != nil:
+			a.log.Info("stopped before joining the cluster")
+			return nil
+		case errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"):
+			if strings.Contains(err.Error(), "lock traffic") {
+				return usageError("--link-addr %s: address already in use", cfg.LinkAddr)
+			}
+			return usageError("--gossip-addr %s: address already in use", cfg.GossipAddr)
+		}
+		return err
+	}
+	a.node.Store(node)
+	st := node.Status()
+	a.log.Info("serving", "epoch", st.Epoch, "members", cfg.Members)
+
+	select {
+	case <-ctx.Done():
+	case err := <-httpDone:
+		_ = node.Close()
+		return fmt.Errorf("admin server: %w", err)
+	}
+	start := time.Now()
+	err = node.Close() // releases this node's locks, then leaves
+	a.log.Info("left the cluster", "took", time.Since(start).Round(time.Millisecond))
+	a.stopHTTP()
+	<-httpDone
+	return err
+}
+
+func (a *Agent) stopHTTP() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.adminHTTP.Shutdown(ctx); err != nil {
+		_ = a.adminHTTP.Close()
+	}
+}
