@@ -41,7 +41,7 @@ type Agent struct {
 
 // ErrForced is returned by Run when a second signal came before the
 // agent had left the cluster.
-var ErrForced = errors.New("agent: second signal: exiting at once")
+var ErrForced = errors.New("second signal: exited at once, without leaving the cluster")
 
 // Main runs dlmnode agent with args: it returns the process's exit
 // status: 0 after a clean leave, 2 for a bad flag, setting or address, 1
@@ -155,22 +155,29 @@ func (a *Agent) Node() *dlm.Node { return a.node.Load() }
 // returns nil once done; a second, before that, makes Run return
 // ErrForced at once.
 func (a *Agent) Run(signals <-chan os.Signal) error {
+	return untilSignals(signals, a.log, a.serve)
+}
+
+// untilSignals runs work until it returns; the first signal cancels its
+// context (work then stops cleanly), a second makes untilSignals return
+// ErrForced without waiting for work any longer.
+func untilSignals(signals <-chan os.Signal, log *slog.Logger, work func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- a.serve(ctx) }()
+	go func() { done <- work(ctx) }()
 	select {
 	case err := <-done:
 		return err
 	case sig := <-signals:
-		a.log.Info("signal: leaving the cluster; a second signal exits at once", "signal", sig.String())
+		log.Info("signal: leaving the cluster; a second signal exits at once", "signal", sig.String())
 		cancel()
 	}
 	select {
 	case err := <-done:
 		return err
 	case sig := <-signals:
-		a.log.Warn("second signal: exiting without leaving cleanly", "signal", sig.String())
+		log.Warn("second signal: exiting without leaving cleanly", "signal", sig.String())
 		return ErrForced
 	}
 }

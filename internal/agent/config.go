@@ -173,7 +173,8 @@ func (c *Config) flagSet(out io.Writer) *flag.FlagSet {
 func Parse(args []string, out io.Writer) (Config, error) {
 	c := DefaultConfig()
 	fs := c.flagSet(out)
-	err := ff.Parse(fs, args,
+	ffs := ff.NewFlagSetFrom(fs.Name(), fs)
+	err := ff.Parse(ffs, args,
 		ff.WithEnvVarPrefix("DLM"),
 		ff.WithConfigFileFlag("config"),
 		ff.WithConfigFileParser(fftoml.Parse),
@@ -184,8 +185,8 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		return c, err
 	case err != nil:
 		return c, usageError("%s", parseErrorLine(err, c.ConfigFile))
-	case fs.NArg() > 0:
-		return c, usageError("unexpected argument %q (flags only)", fs.Arg(0))
+	case len(ffs.GetArgs()) > 0:
+		return c, usageError("unexpected argument %q (flags only)", ffs.GetArgs()[0])
 	}
 	return c, c.Validate()
 }
