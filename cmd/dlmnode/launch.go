@@ -45,8 +45,9 @@ type clusterSpec struct {
 	names   []string // the agents, one process each
 	members []string // the configured members: names and any others
 	seeds   []string // gossip addresses of members that are not agents
-	// extra returns more flags for agent i (nil: none).
-	extra func(i int) []string
+	// extra returns more flags for an agent, given its addresses (nil:
+	// none).
+	extra func(p *agentProc) []string
 }
 
 const launchAttempts = 3
@@ -91,13 +92,13 @@ func (c *localCluster) launch(ctx context.Context, spec clusterSpec) error {
 	for _, p := range c.procs {
 		seeds = append(seeds, p.gossip)
 	}
-	for i, p := range c.procs {
+	for _, p := range c.procs {
 		p.args = []string{"agent",
 			"--name", p.name, "--members", strings.Join(spec.members, ","), "--seeds", strings.Join(seeds, ","),
 			"--gossip-addr", p.gossip, "--link-addr", p.link, "--admin-addr", p.admin,
 		}
 		if spec.extra != nil {
-			p.args = append(p.args, spec.extra(i)...)
+			p.args = append(p.args, spec.extra(p)...)
 		}
 		p.logPath = filepath.Join(c.logDir, p.name+".log")
 		if err := c.start(p); err != nil {

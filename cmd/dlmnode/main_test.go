@@ -9,7 +9,7 @@ import (
 	"github.com/seed-a6839e30/dlm/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m, removeBinary) }
 
 // TestDemoJSON runs a short coupon scenario end to end and checks the JSON
 // report: every coupon issued once, none over.

@@ -103,6 +103,12 @@ func (a *Agent) Listen() error {
 		return usageError("--admin-addr %s: %v", a.set.adminAddr, bindCause(err))
 	}
 	a.admin = ln
+	if host, port, err := net.SplitHostPort(a.set.adminAdvertise); err == nil && port == "0" {
+		// Advertised from a bind to port 0: tell peers the port it got.
+		_, got, _ := net.SplitHostPort(ln.Addr().String())
+		a.set.adminAdvertise = net.JoinHostPort(host, got)
+		a.set.node.Tags = map[string]string{AdminTag: "http://" + a.set.adminAdvertise}
+	}
 	if err := probe("--link-addr", a.set.node.LinkAddr, false); err != nil {
 		_ = ln.Close()
 		return err

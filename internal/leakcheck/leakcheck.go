@@ -22,15 +22,22 @@ import (
 // Linger bounds the wait for goroutines that end by themselves.
 const Linger = 3 * time.Second
 
-// Main runs the tests and then goleak's check; use it as TestMain.
-func Main(m *testing.M) { goleak.VerifyTestMain(settled{m}) }
+// Main runs the tests and then goleak's check; use it as TestMain. after,
+// if given, run once the tests are done (to remove what they built).
+func Main(m *testing.M, after ...func()) { goleak.VerifyTestMain(settled{m, after}) }
 
-type settled struct{ m *testing.M }
+type settled struct {
+	m     *testing.M
+	after []func()
+}
 
 // Run runs the tests and, if any goroutine is left, waits (polling) up to
 // Linger for the leftovers to end; goleak then checks once more.
 func (s settled) Run() int {
 	code := s.m.Run()
+	for _, f := range s.after {
+		f()
+	}
 	for deadline := time.Now().Add(Linger); time.Now().Before(deadline) && goleak.Find() != nil; {
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,0 +1,154 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath finds a headless-capable Chromium; "" if there is none.
+func chromiumPath() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// screenshotPath is where the page test keeps its screenshot, after the
+// test too: $DLM_SCREENSHOT, else dlm-admin-page.png in the temporary
+// directory (overwritten by the next run).
+func screenshotPath() string {
+	if p := os.Getenv("DLM_SCREENSHOT"); p != "" {
+		return p
+	}
+	return filepath.Join(os.TempDir(), "dlm-admin-page.png")
+}
+
+// checkPageInBrowser opens an agent's page in headless Chromium (driven by
+// chromedp) and checks the rendered DOM after the page has refreshed itself
+// at least once: every member listed, the epoch, and the held lock on
+// resource with its token; and that the console logged no error.
+func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch uint64, resource string, token uint64) {
+	path := chromiumPath()
+	if path == "" {
+		t.Skip("headless Chromium not found (Debian: apt-get install chromium; .ci/run installs it): the admin page is not checked in a browser")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // the tests run as root in CI
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1500, 1100),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+
+	var mu sync.Mutex
+	var consoleErrors []string
+	note := func(s string) {
+		mu.Lock()
+		consoleErrors = append(consoleErrors, s)
+		mu.Unlock()
+	}
+	if err := chromedp.Listen(bctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				note("console." + string(ev.Type) + ": " + strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			note("exception: " + msg)
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.EntryLevelError {
+				note(fmt.Sprintf("log (%s): %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
+			}
+		}
+	}); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+
+	err := chromedp.Do(bctx,
+		chromedp.Navigate(adminURL+"/"),
+		chromedp.WaitVisible(chromedp.ID("members")),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	// app.js replaces the content every 2 s: wait for two refreshes, so
+	// the DOM checked is what the script rendered.
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`Number(document.body.dataset.refreshes) >= 2`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the page did not refresh itself twice within 20 s: %v", err)
+	}
+	text := func(id string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID(id)))
+		if err != nil {
+			t.Fatalf("#%s: %v", id, err)
+		}
+		return s
+	}
+	membersText, epochText, stateText, locksText := text("members"), text("epoch"), text("state"), text("locks")
+	refreshes, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS("body"), "data-refreshes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	shot := screenshotPath()
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of %s/ after %s refreshes: %s (%d bytes)", adminURL, refreshes.Value, shot, len(png))
+	for _, m := range members {
+		if !strings.Contains(membersText, m) {
+			t.Errorf("the rendered members table lacks %s:\n%s", m, membersText)
+		}
+	}
+	if strings.TrimSpace(epochText) != fmt.Sprint(epoch) {
+		t.Errorf("the page shows epoch %q, want %d", epochText, epoch)
+	}
+	if strings.TrimSpace(stateText) != "serving" {
+		t.Errorf("the page shows state %q", stateText)
+	}
+	for _, want := range []string{resource, "granted", "EX", fmt.Sprint(token), "t4"} {
+		if !strings.Contains(locksText, want) {
+			t.Errorf("the rendered locks table lacks %q:\n%s", want, locksText)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(consoleErrors) > 0 {
+		t.Errorf("the console logged errors:\n%s", strings.Join(consoleErrors, "\n"))
+	}
+}
