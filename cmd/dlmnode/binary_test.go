@@ -40,4 +40,3 @@ func removeBinary() {
 		_ = os.RemoveAll(binDir)
 	}
 }
-
