@@ -44,6 +44,9 @@ func screenshotPath() string {
 // resource with its token; and that the console logged no error.
 func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch uint64, resource string, token uint64) {
 	path := chromiumPath()
+	if path == "" && os.Getenv("DLM_BROWSER_REQUIRED") != "" {
+		t.Fatal("DLM_BROWSER_REQUIRED is set but no Chromium is installed (apt-get install chromium)")
+	}
 	if path == "" {
 		t.Skip("headless Chromium not found (Debian: apt-get install chromium; .ci/run installs it): the admin page is not checked in a browser")
 	}
