@@ -244,4 +244,14 @@
 // dlm_quorum, dlm_recoveries_total, dlm_recovery_phase_seconds by phase,
 // dlm_evictions_total, dlm_view_proposals_total, dlm_resyncs_requested_total)
 // and the transport's (dlm_transport_* and dlm_membership_*).
+//
+// # Status and lock dumps
+//
+// Node.Status says what a node is doing (serving, recovering, without
+// quorum), its epoch and quorum, every configured member as it sees it
+// (with the Tags each gossips), per lockspace the resources and locks it
+// masters and the locks it holds, and its latest recoveries and deadlocks.
+// Node.LockDump lists the resources it masters with their queues, as
+// dlm_tool lockdump does; Lockspace.Dump one of them. dlmnode agent serves
+// both as JSON (docs/operations.md).
 package dlm
