@@ -250,7 +250,10 @@ func (m *Manager) onCommit(c *wire.Commit) {
 		}
 		return
 	}
-	prev := m.committed
+	// Members removed since the last view recovered here, not only since
+	// the last committed one: a view that aborts a recovery before its
+	// lock-delay ran out must wait it out in turn.
+	prev := m.recoveredView
 	m.committed, m.evicted = v, false
 	if m.run != nil {
 		m.run.cancel() // a newer view aborts the recovery under way

@@ -68,17 +68,20 @@ type Manager struct {
 	proposing   bool
 	retryAfter  time.Time // a failed proposal waits until then
 	run         *recoveryRun
-	resumed     uint64  // epoch whose recovery completed here
-	evicted     bool    // a newer view left this node out
-	barrier     barrier // coordinator's side of the current epoch's recovery
-	acks        map[string]time.Time
-	leaseOK     bool
-	leaseTimer  *time.Timer
-	ackGiven    map[Member]time.Time // last heartbeat this node acked, per member
-	servedOnce  bool
-	stats       Stats  // the latest recovery completed here
-	resyncAfter uint64 // a resync is wanted: a view newer than this epoch
-	forceAfter  uint64 // coordinator: propose even with the same members while committed ≤ this
+	resumed     uint64 // epoch whose recovery completed here
+	// recoveredView is that epoch's view: the next recovery waits out the
+	// lock-delay of every member removed since.
+	recoveredView View
+	evicted       bool    // a newer view left this node out
+	barrier       barrier // coordinator's side of the current epoch's recovery
+	acks          map[string]time.Time
+	leaseOK       bool
+	leaseTimer    *time.Timer
+	ackGiven      map[Member]time.Time // last heartbeat this node acked, per member
+	servedOnce    bool
+	stats         Stats  // the latest recovery completed here
+	resyncAfter   uint64 // a resync is wanted: a view newer than this epoch
+	forceAfter    uint64 // coordinator: propose even with the same members while committed ≤ this
 
 	served chan struct{} // closed once the node first serves
 	stop   chan struct{}

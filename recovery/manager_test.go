@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -381,4 +382,51 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// A view that aborts the recovery of one removing a member still waits out
+// that member's lock-delay: the removal is measured from the last view
+// whose recovery completed, not from the aborted one. (A resync right
+// after a crash, from a link that broke with it, is the common case.)
+func TestAbortedRecoveryKeepsLockDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		names := []string{"a", "b", "c"}
+		c := newTestCluster(t, names, names, nil)
+		defer c.close()
+		for _, m := range c.ms {
+			<-m.Served()
+		}
+		dead := c.ms["c"]
+		c.net.mu.Lock()
+		delete(c.net.nodes, "c")
+		c.net.mu.Unlock()
+		dead.Close()
+		crashed := time.Now()
+		for _, name := range []string{"a", "b"} {
+			c.ms[name].MemberGone("c")
+		}
+		// As soon as the view without c commits, a link breaks: resync.
+		for c.ms["a"].View().Epoch < 2 {
+			time.Sleep(time.Millisecond)
+		}
+		c.ms["a"].RequestResync()
+		c.ms["b"].RequestResync()
+		for c.ms["a"].View().Epoch < 3 || !c.ms["a"].Serving() {
+			time.Sleep(time.Millisecond)
+		}
+		h := c.hosts["a"]
+		h.mu.Lock()
+		events := fmt.Sprint(h.events)
+		h.mu.Unlock()
+		if !strings.Contains(events, "suspend 3") || strings.Contains(events, "rebuild 2") {
+			t.Skipf("the resync did not abort epoch 2's recovery (events %s): nothing to check", events)
+		}
+		st := c.ms["a"].LastStats()
+		if took := time.Since(crashed); took < DefaultConfig().LockDelay() {
+			t.Fatalf("c's locks could be re-granted %v after it was last heard, within the lock-delay %v (events %s)", took, DefaultConfig().LockDelay(), events)
+		}
+		if len(st.Removed) != 1 || st.Removed[0].Name != "c" || st.LockDelay <= 0 {
+			t.Fatalf("epoch %d's recovery: removed %v, lock-delay %v; want c and its lock-delay", st.Epoch, st.Removed, st.LockDelay)
+		}
+	})
 }

@@ -114,7 +114,7 @@ func (m *Manager) recover(r *recoveryRun) {
 	m.mu.Lock()
 	current := m.run == r
 	if current {
-		m.resumed = r.view.Epoch
+		m.resumed, m.recoveredView = r.view.Epoch, r.view
 		m.run = nil
 		m.stats = st
 	}
