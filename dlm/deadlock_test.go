@@ -699,8 +699,9 @@ func (g *waitGraph) String() string {
 }
 
 // dlm_deadlocks_total counts on the master that broke the deadlock, by
-// kind; a victim whose master is another node gets the cycle's description
-// in its error all the same.
+// kind, and that master's Status records each (newest first, with the
+// victim and the cycle); a victim whose master is another node gets the
+// cycle's description in its error all the same.
 func TestDeadlockMetrics(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
 		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
@@ -738,6 +739,7 @@ func TestDeadlockMetrics(t *testing.T) {
 		}
 		mustUnlock(t, got.lk)
 		mustUnlock(t, []*Lock{hA, hB}[1-k])
+		checkDeadlockRecords(t, c, conv, b, r1, r2, k)
 		for n, reg := range regs {
 			want := map[string]float64{"conversion": 0, "cycle": 0}
 			if n == 2 {

@@ -228,29 +228,48 @@ func (n *Node) Status() Status {
 	if vw.epoch != 0 {
 		st.Coordinator = n.rec.View().Coordinator
 	}
-	g := &n.gate
-	g.mu.Lock()
-	closed, noQuorum, recovering := g.closed, g.noQuorum, g.recovering
-	g.mu.Unlock()
-	st.HasQuorum = !noQuorum && !closed
-	switch {
-	case closed:
-		st.State = StateClosed
-	case vw.epoch == 0 || (recovering && noQuorum):
-		st.State = StateStarting
-	case noQuorum:
-		st.State = StateNoQuorum
-	case recovering:
-		st.State = StateRecovering
-	default:
-		st.State = StateServing
-	}
+	st.State, st.HasQuorum = n.state()
 	st.Members = n.memberStatus(vw)
 	for _, ls := range n.lockspaceList() {
 		st.Lockspaces = append(st.Lockspaces, ls.status())
 	}
 	st.Recoveries, st.Deadlocks = n.history.snapshot()
 	return st
+}
+
+// State says what the node is doing, as Status does, at the cost of a
+// mutex: what a readiness probe asks.
+func (n *Node) State() NodeState {
+	s, _ := n.state()
+	return s
+}
+
+// state returns the node's state and whether it holds its quorum lease.
+func (n *Node) state() (NodeState, bool) {
+	g := &n.gate
+	g.mu.Lock()
+	closed, noQuorum, recovering := g.closed, g.noQuorum, g.recovering
+	g.mu.Unlock()
+	served := false
+	if n.rec != nil {
+		select {
+		case <-n.rec.Served():
+			served = true
+		default:
+		}
+	}
+	quorum := !noQuorum && !closed
+	switch {
+	case closed:
+		return StateClosed, quorum
+	case !served:
+		return StateStarting, quorum
+	case noQuorum:
+		return StateNoQuorum, quorum
+	case recovering:
+		return StateRecovering, quorum
+	}
+	return StateServing, quorum
 }
 
 func (n *Node) memberStatus(vw *view) []MemberStatus {

@@ -1,7 +1,6 @@
 package dlm
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -202,63 +201,29 @@ func TestStatusRecoveriesAndQuorum(t *testing.T) {
 	})
 }
 
-// TestStatusDeadlocks: a conversion deadlock and a cycle across nodes are
-// recorded, newest first, on the master that broke them, with the victim
-// and the cycle's description.
-func TestStatusDeadlocks(t *testing.T) {
-	synctestRun(t, func(t *testing.T) {
-		c := deadlockCluster(t, 3, testDeadlockWait, nil)
-		defer c.close()
-		conv := c.resourceOn(2, "st-conv")
-		a, b := mustLock(t, c.ls[0], conv, modes.PR), mustLock(t, c.ls[1], conv, modes.PR)
-		first := convertAsync(bg, a, modes.EX)
-		c.settle(c.queued(conv, 1))
-		if err := b.Convert(bg, modes.EX); !errors.Is(err, ErrDeadlock) {
-			t.Fatalf("conversion deadlock: %v", err)
+// checkDeadlockRecords checks, after TestDeadlockMetrics's conversion
+// deadlock (lock b on conv failed) and cycle (owner k's request on r2 or
+// r1 failed), that n3, which masters all three resources, recorded both,
+// and that the others recorded nothing.
+func checkDeadlockRecords(t *testing.T, c *cluster, conv string, b *Lock, r1, r2 string, k int) {
+	t.Helper()
+	ds := c.nodes[2].Status().Deadlocks
+	if len(ds) != 2 {
+		t.Fatalf("deadlocks %+v, want the cycle and the conversion", ds)
+	}
+	cy, cv := ds[0], ds[1]
+	if cy.Kind != DeadlockCycle || cy.Lockspace != "test" || cy.Node != []string{"n1", "n2"}[k] || cy.Resource != []string{r2, r1}[k] ||
+		!strings.Contains(cy.Detail, "2 parties") || cy.At.Before(cv.At) {
+		t.Errorf("cycle %+v", cy)
+	}
+	if cv.Kind != DeadlockConversion || cv.Resource != conv || cv.Node != "n2" || cv.Lock != b.ID() || cv.Detail == "" {
+		t.Errorf("conversion %+v, want lock %d of n2 on %s", cv, b.ID(), conv)
+	}
+	for _, i := range []int{0, 1} {
+		if n := len(c.nodes[i].Status().Deadlocks); n != 0 {
+			t.Errorf("n%d, which mastered nothing deadlocked, records %d deadlocks", i+1, n)
 		}
-		mustUnlock(t, b)
-		if r := <-first; r.err != nil {
-			t.Fatal(r.err)
-		}
-		mustUnlock(t, a)
-
-		r1, r2 := c.resourceOn(2, "st-1"), c.resourceOn(2, "st-2")
-		oA, oB := c.ls[0].NewOwner(), c.ls[1].NewOwner()
-		hA, hB := mustOwnerLock(t, oA, r1, modes.EX), mustOwnerLock(t, oB, r2, modes.EX)
-		wA, wB := lockAsync(bg, oA, r2, modes.EX), lockAsync(bg, oB, r1, modes.EX)
-		k, r := firstOf(testDeadlockWait+deadlockSlack, wA, wB)
-		if k < 0 || !errors.Is(r.err, ErrDeadlock) {
-			t.Fatalf("cycle victim: %v", r.err)
-		}
-		victim := []*Owner{oA, oB}[k]
-		mustUnlock(t, []*Lock{hA, hB}[k])
-		got := <-[]<-chan lockResult{wA, wB}[1-k]
-		if got.err != nil {
-			t.Fatal(got.err)
-		}
-		mustUnlock(t, got.lk)
-		mustUnlock(t, []*Lock{hA, hB}[1-k])
-
-		ds := c.nodes[2].Status().Deadlocks
-		if len(ds) != 2 {
-			t.Fatalf("deadlocks %+v, want the cycle and the conversion", ds)
-		}
-		cy, cv := ds[0], ds[1]
-		if cy.Kind != DeadlockCycle || cy.Lockspace != "test" || cy.Node != []string{"n1", "n2"}[k] || !strings.Contains(cy.Detail, "2 parties") || cy.At.Before(cv.At) {
-			t.Errorf("cycle %+v (victim owner %d)", cy, victim.ID())
-		}
-		if cy.Resource != []string{r2, r1}[k] {
-			t.Errorf("cycle victim's resource %q", cy.Resource)
-		}
-		if cv.Kind != DeadlockConversion || cv.Resource != conv || cv.Node != "n2" || cv.Lock != b.ID() || cv.Detail == "" {
-			t.Errorf("conversion %+v, want lock %d of n2 on %s", cv, b.ID(), conv)
-		}
-		for _, i := range []int{0, 1} {
-			if n := len(c.nodes[i].Status().Deadlocks); n != 0 {
-				t.Errorf("n%d, which mastered nothing deadlocked, records %d deadlocks", i+1, n)
-			}
-		}
-	})
+	}
 }
 
 // The history keeps the latest HistoryLen entries, newest first.

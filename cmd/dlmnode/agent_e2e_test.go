@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -154,6 +156,13 @@ func TestAgentsCluster(t *testing.T) {
 	cfg := dlm.DefaultConfig()
 	cfg.Name, cfg.Members, cfg.Seeds, cfg.GossipAddr = "t4", members, seeds, "127.0.0.1:0"
 	cfg.Lease = lease
+	var t4log lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&t4log, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- log of t4:\n%s", tail(t4log.String(), 40))
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	node, err := dlm.Start(ctx, cfg)
@@ -307,6 +316,11 @@ func TestAgentsCluster(t *testing.T) {
 		if r, ok := findResource(cl, "e2e", resA); ok && r.Master != "a1" && len(r.Granted) == 1 {
 			g := r.Granted[0]
 			if g.Node != "t4" || g.Mode != modes.EX || g.Token != lkA.Token() || len(r.Waiting) != 1 {
+				select {
+				case err := <-waiter:
+					t.Errorf("the waiter ended: %v", err)
+				default:
+				}
 				t.Fatalf("after a1 left, %s at %s: %+v", resA, r.Master, r)
 			}
 			t.Logf("%s remastered at %s %v after a1's SIGTERM, still EX with token %d", resA, r.Master, time.Since(start).Round(time.Millisecond), g.Token)
@@ -374,6 +388,24 @@ func TestAgentsCluster(t *testing.T) {
 	if err := a3.stop(20 * time.Second); err != nil {
 		t.Errorf("a3 after SIGTERM without quorum: %v", err)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the node's concurrent logging.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // runDlmnode runs the binary and checks its exit status; it returns stdout.

@@ -127,10 +127,10 @@ func printLockDump(w io.Writer, d dlm.LockDump) {
 					extra = append(extra, fmt.Sprintf("token %d", l.Token))
 				}
 				if l.Wait > 0 {
-					extra = append(extra, "waited "+formatDur(l.Wait))
+					extra = append(extra, "waited "+agent.FormatDuration(l.Wait))
 				}
 				if l.TTL > 0 {
-					extra = append(extra, "ttl "+formatDur(l.TTL))
+					extra = append(extra, "ttl "+agent.FormatDuration(l.TTL))
 				}
 				fmt.Fprintf(t, "    lock %d\tnode %s\towner %d\t%s\t%s\n", l.ID, l.Node, l.Owner, mode, strings.Join(extra, "  "))
 			}

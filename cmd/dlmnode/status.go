@@ -152,7 +152,7 @@ func quorumText(st dlm.Status) string {
 func printStatus(w io.Writer, st dlm.Status) {
 	fmt.Fprintf(w, "node %s  cluster %s  state %s  epoch %d  coordinator %s  quorum %s\n",
 		st.Name, st.ClusterID, st.State, st.Epoch, orDash(st.Coordinator), quorumText(st))
-	fmt.Fprintf(w, "up %s (since %s)\n\n", formatDur(time.Since(st.Started)), st.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "up %s (since %s)\n\n", agent.FormatDuration(time.Since(st.Started)), st.Started.Format(time.RFC3339))
 	t := newTable(w)
 	fmt.Fprintln(t, "MEMBER\tLIVE\tIN VIEW\tLINK\tGOSSIP\tADMIN")
 	for _, m := range st.Members {
@@ -184,7 +184,7 @@ func printStatus(w io.Writer, st dlm.Status) {
 		for _, r := range st.Recoveries {
 			fmt.Fprintf(t, "epoch %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Epoch, r.Started.Format("15:04:05"),
 				orDash(strings.Join(r.Removed, ",")), orDash(strings.Join(r.Added, ",")),
-				formatDur(r.Report), formatDur(r.LockDelay), formatDur(r.Barrier1), formatDur(r.Rebuild), formatDur(r.Barrier2), formatDur(r.Total))
+				agent.FormatDuration(r.Report), agent.FormatDuration(r.LockDelay), agent.FormatDuration(r.Barrier1), agent.FormatDuration(r.Rebuild), agent.FormatDuration(r.Barrier2), agent.FormatDuration(r.Total))
 		}
 		t.Flush()
 	}
@@ -223,19 +223,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// formatDur rounds a duration for a table.
-func formatDur(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0"
-	case d >= time.Minute:
-		return d.Round(time.Second).String()
-	case d >= time.Second:
-		return d.Round(10 * time.Millisecond).String()
-	case d >= time.Millisecond:
-		return d.Round(100 * time.Microsecond).String()
-	}
-	return d.Round(time.Microsecond).String()
 }

@@ -99,9 +99,9 @@ func (a *Agent) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	state := dlm.StateStarting
 	if n := a.Node(); n != nil {
-		st := n.Status()
-		state = st.State
-		if st.State == dlm.StateServing && st.HasQuorum {
+		// Serving implies the quorum lease: the node stops serving when
+		// the lease ends.
+		if state = n.State(); state == dlm.StateServing {
 			fmt.Fprintln(w, state)
 			return
 		}

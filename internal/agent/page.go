@@ -26,8 +26,8 @@ import (
 var webFiles embed.FS
 
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"dur":   formatDuration,
-	"since": func(t time.Time) string { return formatDuration(time.Since(t)) },
+	"dur":   FormatDuration,
+	"since": func(t time.Time) string { return FormatDuration(time.Since(t)) },
 	"clock": func(t time.Time) string { return t.Format("15:04:05") },
 }).ParseFS(webFiles, "web/*.html"))
 
@@ -181,15 +181,15 @@ func (a *Agent) pageData(ctx context.Context) pageData {
 	return d
 }
 
-// formatDuration rounds a duration for people: 1.234s, 56ms, 789µs.
-func formatDuration(d time.Duration) string {
+// FormatDuration rounds a duration for people: 1.23s, 56.7ms, 789µs.
+func FormatDuration(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0"
 	case d >= time.Minute:
 		return d.Round(time.Second).String()
 	case d >= time.Second:
-		return d.Round(time.Millisecond).String()
+		return d.Round(10 * time.Millisecond).String()
 	case d >= time.Millisecond:
 		return d.Round(100 * time.Microsecond).String()
 	}
