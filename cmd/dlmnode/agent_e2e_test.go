@@ -374,7 +374,10 @@ func TestAgentsCluster(t *testing.T) {
 	}
 	took := time.Since(killed)
 	t.Logf("a3's /readyz turned 503 %v after a2 was killed (lease %v)", took.Round(time.Millisecond), lease)
-	if took > lease+250*time.Millisecond {
+	// The lease ends at most lease after the last heartbeat a2 answered,
+	// which was before the kill; the margin covers the probe's own HTTP
+	// round trips on a loaded machine.
+	if took > lease+500*time.Millisecond {
 		t.Errorf("a3 turned unready %v after losing quorum, later than the lease (%v) allows", took, lease)
 	}
 	st = dlm.Status{}
