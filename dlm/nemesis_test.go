@@ -93,7 +93,7 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 	var res check.Result
 	synctestRun(t, func(t *testing.T) {
 		c := startMem(t, o.nodes, func(cfg *Config) {
-			cfg.unsafeNoLockDelay = o.noLockDelay
+			cfg.UnsafeNoLockDelay = o.noLockDelay
 			cfg.MaxLocks = 0
 		})
 		n := &nemesis{

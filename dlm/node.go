@@ -130,7 +130,7 @@ func (n *Node) startRecovery() error {
 	rc := recovery.DefaultConfig()
 	rc.Name, rc.BootID, rc.Members = n.cfg.Name, n.bootID, n.cfg.Members
 	rc.Lease, rc.HeartbeatInterval, rc.ClockDrift = n.cfg.Lease, n.cfg.HeartbeatInterval, n.cfg.ClockDrift
-	rc.DisableLockDelay = n.cfg.unsafeNoLockDelay
+	rc.DisableLockDelay = n.cfg.UnsafeNoLockDelay
 	rc.Logger, rc.Registerer = n.log, n.cfg.Registerer
 	rc.OnRecovered = n.history.recovered
 	rec, err := recovery.New(rc, n.links, recoveryHost{n})

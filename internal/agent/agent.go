@@ -203,6 +203,9 @@ func (a *Agent) serve(ctx context.Context) error {
 	cfg := a.set.node
 	a.log.Info("joining the cluster", "name", cfg.Name, "members", cfg.Members, "seeds", cfg.Seeds,
 		"gossip", cfg.GossipAddr, "link", cfg.LinkAddr)
+	if cfg.UnsafeNoLockDelay {
+		a.log.Warn("UNSAFE: --unsafe-no-lock-delay re-grants a removed node's locks without waiting for its lease to run out")
+	}
 	node, err := dlm.Start(ctx, cfg)
 	if err != nil {
 		a.stopHTTP()

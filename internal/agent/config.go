@@ -80,6 +80,10 @@ type Config struct {
 
 	// ConfigFile is the TOML file the other settings may also come from.
 	ConfigFile string
+
+	// UnsafeNoLockDelay: see dlm.Config.UnsafeNoLockDelay. For the chaos
+	// harness's control run only.
+	UnsafeNoLockDelay bool
 }
 
 // Default ports: gossip, links and admin, consecutive so that a firewall
@@ -160,6 +164,7 @@ func (c *Config) flagSet(out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "TOML file of settings (keys are flag names)")
+	fs.BoolVar(&c.UnsafeNoLockDelay, "unsafe-no-lock-delay", false, "UNSAFE, for control experiments only (chaos/run -control): re-grant a removed node's locks without waiting for its lease to run out")
 	fs.Usage = func() {
 		fmt.Fprint(out, usageHeader)
 		fs.PrintDefaults()
@@ -333,6 +338,7 @@ func (c *Config) build() (settings, error) {
 		n.LinkAdvertiseAddr = net.JoinHostPort(h, p)
 	}
 	n.Lease, n.HeartbeatInterval, n.DeadlockWait = c.Lease, c.Heartbeat, c.DeadlockWait
+	n.UnsafeNoLockDelay = c.UnsafeNoLockDelay
 	if n.GossipKey, err = readGossipKey(c.GossipKeyFile); err != nil {
 		return s, err
 	}
