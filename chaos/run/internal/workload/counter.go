@@ -113,7 +113,6 @@ func (r *Runner) Finish(ctx context.Context) error {
 		select {
 		case <-lk.Lost():
 			r.h.Lost(c.id, c.svc.Node, CounterRes)
-			c.unlock(CounterRes, lk)
 			lost = true
 		default:
 		}
@@ -121,11 +120,19 @@ func (r *Runner) Finish(ctx context.Context) error {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if lost {
+		// A lost keeper (its node lost quorum) may still be on the
+		// master's books, and with the clients gone it is what keeps the
+		// value: let it go only once the new lock holds the resource.
+		oldClient, old := c, lk
 		c = &client{r: r, id: r.nextID, svc: r.services[0]}
 		r.nextID++
 		op := r.h.Acquire(c.id, c.svc.Node, CounterRes, modes.EX)
 		var err error
-		if lk, err = c.svc.LS.Acquire(octx, CounterRes, modes.EX); err != nil {
+		lk, err = c.svc.LS.Acquire(octx, CounterRes, modes.EX)
+		if old != nil {
+			oldClient.unlock(CounterRes, old)
+		}
+		if err != nil {
 			resolve(op, err)
 			return err
 		}
