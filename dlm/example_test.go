@@ -8,33 +8,30 @@ import (
 	"time"
 
 	"github.com/seed-a6839e30/dlm/dlm"
-	"github.com/seed-a6839e30/dlm/internal/localcluster"
+	"github.com/seed-a6839e30/dlm/dlm/dlmtest"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
-// cluster starts n nodes on loopback and opens lockspace "app" on each.
-func cluster(n int, configure func(int, *dlm.Config)) ([]*dlm.Lockspace, func()) {
+// cluster starts n nodes in this process (dlmtest, on the in-process
+// network) and opens lockspace "app" on each.
+func cluster(n int) ([]*dlm.Lockspace, func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nodes, err := localcluster.Start(ctx, n, configure)
+	c, err := dlmtest.New(ctx, n)
 	if err != nil {
 		panic(err)
 	}
-	var lss []*dlm.Lockspace
-	for _, n := range nodes {
-		ls, err := n.Lockspace("app")
-		if err != nil {
-			panic(err)
-		}
-		lss = append(lss, ls)
+	lss, err := c.Lockspaces("app")
+	if err != nil {
+		panic(err)
 	}
-	return lss, nodes.Close
+	return lss, func() { _ = c.Close() }
 }
 
 // Mutual exclusion: workers on three nodes increment a counter that lives
 // outside the lock manager, each under an EX lock.
 func Example() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 
@@ -65,7 +62,7 @@ func Example() {
 // for the writer: FIFO, so a stream of readers cannot starve it. The
 // readers hear that a writer wants in through their blocking callbacks.
 func ExampleLockspace_Lock_readersAndWriter() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 
@@ -100,7 +97,7 @@ func ExampleLockspace_Lock_readersAndWriter() {
 // EX holder writes it when it converts down or unlocks; the next holder
 // above NL reads it, with a sequence number and a valid flag.
 func ExampleLock_SetValue() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 
@@ -121,7 +118,7 @@ func ExampleLock_SetValue() {
 
 // TryLock takes a lock only if it is free now.
 func ExampleLockspace_TryLock() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 
@@ -154,7 +151,7 @@ func (s *store) write(token uint64, v string) error {
 // Fencing: a holder that hangs past its TTL loses the lock to another
 // holder; when it wakes up and writes, the store refuses its old token.
 func ExampleLock_Token() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 	var db store
@@ -176,7 +173,7 @@ func ExampleLock_Token() {
 // Leader election: candidates campaign; observers see each leader and its
 // fencing token.
 func ExampleElection() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -203,7 +200,7 @@ func ExampleElection() {
 // lock at the master; a writer on another node retires it, waits for the
 // readers' holds to end, and the next reader queues behind the writer.
 func ExampleCache() {
-	lss, stop := cluster(2, nil)
+	lss, stop := cluster(2)
 	defer stop()
 	ctx := context.Background()
 	cache, err := lss[0].NewCache(dlm.DefaultCacheConfig())

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/seed-a6839e30/dlm/dlm"
-	"github.com/seed-a6839e30/dlm/internal/localcluster"
+	"github.com/seed-a6839e30/dlm/dlm/dlmtest"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -117,12 +117,13 @@ func demoMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	nodes, err := localcluster.Start(startCtx, cfg.nodes, nil)
+	cluster, err := dlmtest.New(startCtx, cfg.nodes, dlmtest.TCP())
 	cancel()
 	if err != nil {
 		return fmt.Errorf("starting the cluster: %w", err)
 	}
-	defer nodes.Close()
+	defer cluster.Close()
+	nodes := cluster.Nodes()
 	if !cfg.json {
 		fmt.Fprintf(stdout, "cluster of %d nodes up: %v\n", cfg.nodes, nodes[0].Members())
 	}
@@ -193,7 +194,7 @@ func (s *store) issueLocked(token uint64) (ok, stale bool) {
 
 const eventLock = "coupon:event_12345:lock"
 
-func runCoupons(ctx context.Context, cfg demoConfig, nodes localcluster.Cluster, stderr io.Writer) (report, error) {
+func runCoupons(ctx context.Context, cfg demoConfig, nodes []*dlm.Node, stderr io.Writer) (report, error) {
 	sale, endSale := context.WithCancel(ctx)
 	defer endSale()
 	st := &store{remaining: cfg.coupons, endSale: endSale}
@@ -411,7 +412,7 @@ func nodeIndex(lss []*dlm.Lockspace, ls *dlm.Lockspace) int {
 	return 0
 }
 
-func nodeIndexByName(nodes localcluster.Cluster, name string) int {
+func nodeIndexByName(nodes []*dlm.Node, name string) int {
 	for i, n := range nodes {
 		if n.Name() == name {
 			return i
