@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# install-peers.sh installs the lock services that `go run ./bench/compare`
+# install-peers.sh installs the lock services that `cd bench && go run ./compare`
 # measures dlm against, from Debian packages: redis-server (redis, redlock),
 # etcd-server (etcd) and zookeeper (zookeeper).
 #

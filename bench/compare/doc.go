@@ -1,7 +1,7 @@
 // Command compare measures lock services side by side: same machine, same
 // run, same workloads, real servers, the same number of clients.
 //
-//	go run ./bench/compare [flags]
+//	go run ./compare [flags]   # in bench/, a Go module of its own
 //
 // For each selected system it starts the servers (loopback ports, temporary
 // directories), runs each selected workload for --duration with --clients

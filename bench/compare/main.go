@@ -82,7 +82,7 @@ func parse(args []string, stderr io.Writer) (*options, *flag.FlagSet, error) {
 
 func usage(fs *flag.FlagSet) {
 	w := fs.Output()
-	fmt.Fprint(w, `Usage: go run ./bench/compare [flags]
+	fmt.Fprint(w, `Usage (in bench/, its own Go module): go run ./compare [flags]
 
 Measures lock services side by side on this machine: for each system it
 starts the servers on 127.0.0.1 (free ports, temporary directories), runs
@@ -325,7 +325,7 @@ func writeFiles(dir string, rep *report.Report) error {
 // commandLine reconstructs the command for the report, quoting arguments
 // that need it.
 func commandLine(fs *flag.FlagSet) string {
-	parts := []string{"go run ./bench/compare"}
+	parts := []string{"cd bench && go run ./compare"}
 	fs.Visit(func(f *flag.Flag) {
 		parts = append(parts, "--"+f.Name+"="+shellQuote(f.Value.String()))
 	})

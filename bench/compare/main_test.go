@@ -150,7 +150,7 @@ func TestCommandLineQuotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := commandLine(fs), "go run ./bench/compare --clients=8 --out='' --systems=redis,etcd"; got != want {
+	if got, want := commandLine(fs), "cd bench && go run ./compare --clients=8 --out='' --systems=redis,etcd"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }

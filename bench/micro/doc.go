@@ -2,7 +2,7 @@
 // summary of them: for each benchmark and unit the median and range of the
 // runs, the target the design set, and whether the median meets it.
 //
-//	go run ./bench/micro [flags]
+//	go run ./micro [flags]   # in bench/, a Go module of its own
 //
 // The benchmarks stay in their packages (./master/, ./transport/,
 // ./transport/wire/, ./dlm/), where go test -bench still runs them one by

@@ -102,7 +102,7 @@ func checkBenchtime(s string) error {
 
 func usage(fs *flag.FlagSet) {
 	w := fs.Output()
-	fmt.Fprint(w, `Usage: go run ./bench/micro [flags]
+	fmt.Fprint(w, `Usage (in bench/, its own Go module): go run ./micro [flags]
 
 Runs the microbenchmarks of the lower layers (./master/, ./transport/,
 ./transport/wire/, ./dlm/), one go test per package, and prints one summary:
@@ -225,7 +225,7 @@ func write(rep *Report, o *options, stdout, stderr io.Writer) error {
 // commandLine reconstructs the command for the report, with every flag that
 // was set.
 func commandLine(fs *flag.FlagSet) string {
-	parts := []string{"go run ./bench/micro"}
+	parts := []string{"cd bench && go run ./micro"}
 	fs.Visit(func(f *flag.Flag) {
 		parts = append(parts, "--"+f.Name+"="+shellJoin([]string{f.Value.String()}))
 	})

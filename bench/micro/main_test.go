@@ -143,7 +143,7 @@ func TestShellJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := commandLine(fs), `go run ./bench/micro --count=1 --filter='Ping|Round' --json=true`; got != want {
+	if got, want := commandLine(fs), `cd bench && go run ./micro --count=1 --filter='Ping|Round' --json=true`; got != want {
 		t.Errorf("commandLine %q, want %q", got, want)
 	}
 }
@@ -420,6 +420,47 @@ func TestProgressTerminalRewritesOneLine(t *testing.T) {
 	if strings.Count(s, "\n") != 1 || !strings.HasPrefix(s, "\r[3/4] ./dlm/ BenchmarkTCPPingPong-2 run 1/3…") ||
 		!strings.Contains(s, "run 2/3… (last: BenchmarkTCPPingPong-2 5020 ns/op)") || !strings.HasSuffix(s, "\rnote\n") {
 		t.Errorf("output %q", s)
+	}
+}
+
+// From the bench module, locate finds the library's module one directory
+// up; a bench module outside the library's directory is an error.
+func TestLocateFromBenchModule(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the fake go command is a shell script")
+	}
+	for _, tc := range []struct {
+		name, parent string
+		ok           bool
+	}{
+		{"inside the library", module, true},
+		{"elsewhere", "example.com/other", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(dir, "bench"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write := func(path, content string) {
+				if err := os.WriteFile(filepath.Join(dir, path), []byte(content), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write("go.mod", "module "+tc.parent+"\n")
+			write("bench/go.mod", "module "+module+"/bench\n")
+			write("go", "#!/bin/sh\nprintf '%s\\ngo1.99.0\\n' '"+filepath.Join(dir, "bench", "go.mod")+"'\n")
+			r := runner{goBin: filepath.Join(dir, "go")}
+			v, err := r.locate(context.Background())
+			if !tc.ok {
+				if err == nil {
+					t.Fatalf("no error; module %q in %s", r.module, r.dir)
+				}
+				return
+			}
+			if err != nil || v != "go1.99.0" || r.module != module || r.dir != dir {
+				t.Fatalf("locate: %q, %v; module %q in %s; want %s in %s", v, err, r.module, r.dir, module, dir)
+			}
+		})
 	}
 }
 

@@ -39,6 +39,7 @@ type Report struct {
 func WriteJSON(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // the command line's && stays readable
 	return enc.Encode(r)
 }
 

@@ -22,10 +22,12 @@ type runner struct {
 	module string // the module path, set by locate
 }
 
-// locate finds the module from go env, so that the command works from any
-// directory of the module and reads results by import path; it returns the
-// go command's version, which is the toolchain the benchmarks are built
-// with (it can differ from the one that built this command).
+// locate finds the library's module from go env, so that the command works
+// from any directory of the repository and reads results by import path;
+// it returns the go command's version, which is the toolchain the
+// benchmarks are built with (it can differ from the one that built this
+// command). From the bench module (bench/, nested in the library's
+// directory) it steps up to the library's go.mod.
 func (r *runner) locate(ctx context.Context) (goVersion string, err error) {
 	out, err := exec.CommandContext(ctx, r.goBin, "env", "GOMOD", "GOVERSION").Output()
 	if err != nil {
@@ -39,10 +41,22 @@ func (r *runner) locate(ctx context.Context) (goVersion string, err error) {
 	if len(lines) > 1 {
 		goVersion = strings.TrimSpace(lines[1])
 	}
-	r.module, err = modulePath(gomod)
+	if r.module, err = modulePath(gomod); err != nil {
+		return goVersion, err
+	}
+	if lib, ok := strings.CutSuffix(r.module, "/"+benchDir); ok {
+		gomod = filepath.Join(filepath.Dir(filepath.Dir(gomod)), "go.mod")
+		if r.module, err = modulePath(gomod); err == nil && r.module != lib {
+			err = fmt.Errorf("%s is module %s, not %s: the bench module is not inside the dlm repository", gomod, r.module, lib)
+		}
+	}
 	r.dir = filepath.Dir(gomod)
 	return goVersion, err
 }
+
+// benchDir is the bench module's directory in the library's, and the last
+// element of its module path.
+const benchDir = "bench"
 
 // modulePath reads the module line of a go.mod file.
 func modulePath(gomod string) (string, error) {

@@ -193,7 +193,7 @@ func TestSummariseSample(t *testing.T) {
 func testReport(t *testing.T, sample string, sel []pkgSpec) *Report {
 	t.Helper()
 	r := &Report{
-		Command:   "go run ./bench/micro --count=3",
+		Command:   "cd bench && go run ./micro --count=3",
 		Started:   time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
 		Machine:   host.Machine{OS: "linux", Arch: "amd64", CPUs: 2, CPUModel: "Test CPU", Kernel: "6.1.0", GoVersion: "go1.26.8", MemoryMB: 24000},
 		LoadStart: "2.51 2.10 1.90",

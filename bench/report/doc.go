@@ -2,7 +2,7 @@
 // a plain-text table for the terminal, one JSON object, a markdown page and a
 // hand-written SVG bar chart. Every writer is a pure function of a Report,
 // with no clock and no map iteration, so its output is byte-for-byte
-// reproducible and tested against golden files (go test ./bench/report
+// reproducible and tested against golden files (cd bench && go test ./report
 // -update rewrites them).
 //
 // Ratios compare a reference system (dlm, when it ran) with each peer, per

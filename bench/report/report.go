@@ -101,6 +101,7 @@ func safeDiv(a, b float64) float64 {
 func JSON(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // the command line's && stays readable
 	return enc.Encode(r)
 }
 

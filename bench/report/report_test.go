@@ -47,7 +47,7 @@ func fixture() *Report {
 		redisHot, redisCoupon, etcdReaders, zkReaders,
 	}
 	return &Report{
-		Command: "go run ./bench/compare --clients=4",
+		Command: "cd bench && go run ./compare --clients=4",
 		Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Machine: Machine{OS: "linux", Arch: "amd64", CPUs: 2, CPUModel: "Test CPU", Kernel: "6.1.0", GoVersion: "go1.26.0", MemoryMB: 24000},
 		Flags:   map[string]string{"clients": "4", "duration": "10s", "warmup": "1s", "rate": "50000", "coupon-wait": "50ms"},
@@ -75,7 +75,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./bench/report -update)", err)
+		t.Fatalf("%v (run cd bench && go test ./report -update)", err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the golden file; rerun with -update and review the diff.\ngot:\n%s", name, got)

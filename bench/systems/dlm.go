@@ -8,7 +8,7 @@ import (
 
 	"github.com/seed-a6839e30/dlm/bench/lockbench"
 	"github.com/seed-a6839e30/dlm/dlm"
-	"github.com/seed-a6839e30/dlm/internal/localcluster"
+	"github.com/seed-a6839e30/dlm/dlm/dlmtest"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -50,7 +50,7 @@ type DLM struct {
 	cfg DLMConfig
 
 	mu      sync.Mutex
-	cluster localcluster.Cluster
+	cluster *dlmtest.Cluster
 	spaces  []*dlm.Lockspace
 	caches  []*dlm.Cache // one per node: its shared locks
 }
@@ -87,25 +87,25 @@ func (d *DLM) Info() lockbench.Info {
 func (d *DLM) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.env.ReadyTimeout)
 	defer cancel()
-	var configure func(int, *dlm.Config)
+	opts := []dlmtest.Option{dlmtest.TCP()}
 	if d.cfg.Node != nil {
-		configure = func(_ int, cfg *dlm.Config) { d.cfg.Node(cfg) }
+		opts = append(opts, dlmtest.Configure(func(_ int, cfg *dlm.Config) { d.cfg.Node(cfg) }))
 	}
-	c, err := localcluster.Start(ctx, d.cfg.Nodes, configure)
+	c, err := dlmtest.New(ctx, d.cfg.Nodes, opts...)
 	if err != nil {
 		return err
 	}
 	var spaces []*dlm.Lockspace
 	var caches []*dlm.Cache
-	for _, n := range c {
+	for _, n := range c.Nodes() {
 		ls, err := n.Lockspace(d.cfg.Lockspace)
 		if err != nil {
-			c.Close()
+			_ = c.Close()
 			return err
 		}
 		cache, err := ls.NewCache(dlm.DefaultCacheConfig())
 		if err != nil {
-			c.Close()
+			_ = c.Close()
 			return err
 		}
 		spaces, caches = append(spaces, ls), append(caches, cache)
@@ -125,7 +125,9 @@ func (d *DLM) Close() error {
 	for _, cache := range caches {
 		_ = cache.Close()
 	}
-	c.Close()
+	if c != nil {
+		return c.Close()
+	}
 	return nil
 }
 

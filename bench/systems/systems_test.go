@@ -13,10 +13,10 @@ import (
 	"github.com/seed-a6839e30/dlm/bench/lockbench"
 	"github.com/seed-a6839e30/dlm/bench/workload"
 	"github.com/seed-a6839e30/dlm/dlm"
-	"github.com/seed-a6839e30/dlm/internal/leakcheck"
+	"github.com/seed-a6839e30/dlm/dlm/dlmtest"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) { dlmtest.VerifyTestMain(m) }
 
 func TestCatalog(t *testing.T) {
 	typ := reflect.TypeFor[catalog]()
