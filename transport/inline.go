@@ -1,14 +1,12 @@
 package transport
 
-import (
-	"fmt"
-	"syscall"
-)
+import "fmt"
 
 // writeInline writes what is queued from the calling goroutine with one
 // non-blocking write, when the link is idle (no write under way) on a plain
-// TCP connection: no hand-off to the writer goroutine, which would cost a
-// goroutine switch. When the link is busy, not TCP, or the kernel takes only
+// TCP connection of a platform that has the raw write (inlineConn): no
+// hand-off to the writer goroutine, which would cost a goroutine switch.
+// When the link is busy, has no raw connection, or the kernel takes only
 // part of the bytes, the writer goroutine does the rest. It never blocks:
 // Send's promise.
 func (p *peer) writeInline() {
@@ -53,25 +51,4 @@ func (p *peer) writeInline() {
 	if more {
 		p.signal()
 	}
-}
-
-// rawWriteFD is the syscall.RawConn callback of writeInline: it writes as
-// much of p.wbuf as the socket takes now, and never waits for it to become
-// writable. Only the goroutine that set p.writing runs it. (A method value
-// made once, so the callback does not allocate per write.)
-func (p *peer) rawWriteFD(fd uintptr) bool {
-	for p.wn < len(p.wbuf) {
-		m, e := syscall.Write(int(fd), p.wbuf[p.wn:])
-		switch {
-		case e == syscall.EINTR:
-			continue
-		case e == syscall.EAGAIN:
-			return true
-		case e != nil:
-			p.werr = e
-			return true
-		}
-		p.wn += m
-	}
-	return true
 }

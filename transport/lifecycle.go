@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
 	"time"
 
@@ -179,10 +178,7 @@ func (p *peer) up(ic *inConn) error {
 		p.buf = p.buf[:0]
 	}
 	p.state, p.conn, p.remoteBoot, p.queuedBoot = up, c, hello.BootID, 0
-	p.raw = nil
-	if tc, ok := c.(*net.TCPConn); ok {
-		p.raw, _ = tc.SyscallConn()
-	}
+	p.raw = inlineConn(c)
 	// The connection's reading is lendable as soon as the link is up, so
 	// that the first calls after WaitConnected read their own replies.
 	ic.r.owner.Store(p)
