@@ -26,6 +26,7 @@ type cluster struct {
 	names []string     // configured members
 	seeds []string
 	mut   func(*Config)
+	knobs testKnobs // every node's test-only seams
 }
 
 func nodeNames(n int) []string {
@@ -44,11 +45,17 @@ func startMem(t testing.TB, n int, mut func(*Config)) *cluster {
 // startMemOf configures a cluster of n members and starts the first k.
 func startMemOf(t testing.TB, n, k int, mut func(*Config)) *cluster {
 	t.Helper()
+	return startMemWith(t, n, k, mut, testKnobs{})
+}
+
+// startMemWith is startMemOf with the nodes' test-only seams set.
+func startMemWith(t testing.TB, n, k int, mut func(*Config), knobs testKnobs) *cluster {
+	t.Helper()
 	net, err := memnet.New(memnet.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, net: net, names: nodeNames(n), mut: mut}
+	c := &cluster{t: t, net: net, names: nodeNames(n), mut: mut, knobs: knobs}
 	mns := make([]*memnet.Node, n)
 	for i, name := range c.names {
 		if mns[i], err = net.AddNode(name); err != nil {
@@ -96,7 +103,7 @@ func (c *cluster) startNode(i int) *Node {
 	c.memConfig(&cfg, mn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nd, err := Start(ctx, cfg)
+	nd, err := start(ctx, cfg, c.knobs)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -174,7 +181,7 @@ func (c *cluster) start(names []string, configure func(int, *Config)) error {
 		}
 		configure(i, &cfg)
 		g.Go(func() error {
-			nd, err := Start(ctx, cfg)
+			nd, err := start(ctx, cfg, c.knobs)
 			c.nodes[i] = nd
 			return err
 		})

@@ -99,13 +99,6 @@ type Config struct {
 	// at once. See the package documentation.
 	DeadlockWait time.Duration
 
-	// deadlockBeforeConfirm, when set, runs on the detector after it found
-	// cycles and before it asks for their confirmation; deadlockBeforeFail
-	// runs after confirmation, before the victims are failed. Tests use
-	// them to change the locks at those moments, or to look.
-	deadlockBeforeConfirm func()
-	deadlockBeforeFail    func([]victim)
-
 	// Lease is the quorum lease: a node serves only while a quorum of the
 	// configured members acknowledged one of its heartbeats within the last
 	// Lease. It also sets the lock-delay: a removed node's locks go to

@@ -290,7 +290,7 @@ func (d *deadlocks) detect(now time.Time) {
 	for _, c := range cycles {
 		n.log.Debug("deadlock: cycle found; confirming it", "epoch", r.epoch, "cycle", c.describe(1024))
 	}
-	if h := n.cfg.deadlockBeforeConfirm; h != nil {
+	if h := n.knobs.deadlockBeforeConfirm; h != nil {
 		h()
 	}
 	d.confirm(r)
@@ -395,7 +395,7 @@ func (d *deadlocks) decideLocked(r *round) []victim {
 // edge of a victim already failed.
 func (d *deadlocks) finish(r *round, victims []victim) {
 	n := d.n
-	if h := n.cfg.deadlockBeforeFail; h != nil && len(victims) > 0 {
+	if h := n.knobs.deadlockBeforeFail; h != nil && len(victims) > 0 {
 		h(victims)
 	}
 	for _, v := range victims {

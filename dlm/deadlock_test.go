@@ -31,12 +31,19 @@ const testDeadlockWait = 2 * time.Second
 // hooks.
 func deadlockCluster(t *testing.T, n int, wait time.Duration, mut func(*Config)) *cluster {
 	t.Helper()
-	return startMem(t, n, func(cfg *Config) {
+	return deadlockClusterWith(t, n, wait, mut, testKnobs{})
+}
+
+// deadlockClusterWith is deadlockCluster with the nodes' test-only seams
+// (the detector's hooks) set.
+func deadlockClusterWith(t *testing.T, n int, wait time.Duration, mut func(*Config), knobs testKnobs) *cluster {
+	t.Helper()
+	return startMemWith(t, n, n, func(cfg *Config) {
 		cfg.DeadlockWait = wait
 		if mut != nil {
 			mut(cfg)
 		}
-	})
+	}, knobs)
 }
 
 type lockResult struct {
@@ -352,13 +359,13 @@ func TestDeadlockPhantomNotConfirmed(t *testing.T) {
 		reached := make(chan struct{})
 		resume := make(chan struct{})
 		var once sync.Once
-		c := deadlockCluster(t, 3, testDeadlockWait, func(cfg *Config) {
-			cfg.deadlockBeforeConfirm = func() {
+		c := deadlockClusterWith(t, 3, testDeadlockWait, nil, testKnobs{
+			deadlockBeforeConfirm: func() {
 				once.Do(func() {
 					close(reached)
 					<-resume
 				})
-			}
+			},
 		})
 		defer c.close()
 		rA, rB := c.resourceOn(1, "ph-a"), c.resourceOn(2, "ph-b")
@@ -399,8 +406,8 @@ func TestDeadlockStaleRoundFailsNobodyMore(t *testing.T) {
 		var stale map[string]*edgeReport
 		var victims []victim
 		var det *deadlocks
-		c := deadlockCluster(t, 3, testDeadlockWait, func(cfg *Config) {
-			cfg.deadlockBeforeConfirm = func() {
+		c := deadlockClusterWith(t, 3, testDeadlockWait, nil, testKnobs{
+			deadlockBeforeConfirm: func() {
 				mu.Lock()
 				defer mu.Unlock()
 				if stale == nil {
@@ -411,12 +418,12 @@ func TestDeadlockStaleRoundFailsNobodyMore(t *testing.T) {
 					}
 					det.mu.Unlock()
 				}
-			}
-			cfg.deadlockBeforeFail = func(v []victim) {
+			},
+			deadlockBeforeFail: func(v []victim) {
 				mu.Lock()
 				defer mu.Unlock()
 				victims = append(victims, v...)
-			}
+			},
 		})
 		defer c.close()
 		for _, nd := range c.nodes {
@@ -534,12 +541,12 @@ func randomDeadlocks(t *testing.T, seed int64) {
 		ack     chan struct{}
 	}
 	hook := make(chan hooked)
-	c := deadlockCluster(t, 3, wait, func(cfg *Config) {
-		cfg.deadlockBeforeFail = func(v []victim) {
+	c := deadlockClusterWith(t, 3, wait, nil, testKnobs{
+		deadlockBeforeFail: func(v []victim) {
 			h := hooked{v, make(chan struct{})}
 			hook <- h
 			<-h.ack
-		}
+		},
 	})
 	defer c.close()
 	res := []string{c.resourceOn(0, "rnd-a"), c.resourceOn(1, "rnd-b"), c.resourceOn(2, "rnd-c"), c.resourceOn(0, "rnd-d")}

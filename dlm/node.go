@@ -62,17 +62,24 @@ type Node struct {
 	callbacks *dispatcher
 	deadlocks *deadlocks // detection across resources and nodes; see deadlock.go
 	history   history    // recent recoveries and deadlocks, for Status; see status.go
+
+	knobs testKnobs // test-only seams; see knobs.go
 }
 
 // Start starts a node and joins the cluster: it listens for lock traffic,
 // joins gossip through cfg.Seeds, and returns once it is a member of an
 // agreed view and holds its quorum lease (it may take locks), or ctx ends.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
+	return start(ctx, cfg, testKnobs{})
+}
+
+// start is Start with the test-only seams.
+func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, bootID: randomUint64(), start: time.Now(),
+		cfg: cfg, knobs: knobs, bootID: randomUint64(), start: time.Now(),
 		alive:   map[string]membership.Member{},
 		closing: make(chan struct{}), callbacks: newDispatcher(),
 	}
@@ -130,7 +137,6 @@ func (n *Node) startRecovery() error {
 	rc := recovery.DefaultConfig()
 	rc.Name, rc.BootID, rc.Members = n.cfg.Name, n.bootID, n.cfg.Members
 	rc.Lease, rc.HeartbeatInterval, rc.ClockDrift = n.cfg.Lease, n.cfg.HeartbeatInterval, n.cfg.ClockDrift
-	rc.DisableLockDelay = n.cfg.UnsafeNoLockDelay
 	rc.Logger, rc.Registerer = n.log, n.cfg.Registerer
 	rc.OnRecovered = n.history.recovered
 	rec, err := recovery.New(rc, n.links, recoveryHost{n})

@@ -46,11 +46,6 @@ type Config struct {
 	// propose a new view.
 	CoordinatorInterval time.Duration
 
-	// DisableLockDelay re-grants a removed node's locks as soon as the view
-	// without it commits. Unsafe: it exists so that a test can show the
-	// checker catching the resulting double grant.
-	DisableLockDelay bool
-
 	// OnRecovered, if set, is called with the durations of every recovery
 	// completed here, on the recovery's goroutine, after locking resumed.
 	// It must not block.

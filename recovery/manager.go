@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/internal/seam"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -57,6 +58,9 @@ type Manager struct {
 	host  Host
 	log   *slog.Logger
 	met   *metrics
+	// noLockDelay: the host's tests switched the lock-delay off
+	// (seam.NoLockDelay). Unsafe; never set outside tests.
+	noLockDelay bool
 
 	mu          sync.Mutex
 	alive       map[string]uint64 // configured members membership says are up
@@ -115,6 +119,9 @@ func New(cfg Config, links Links, host Host) (*Manager, error) {
 		return nil, err
 	}
 	m.met = met
+	if s, ok := host.(seam.NoLockDelay); ok {
+		m.noLockDelay = s.NoLockDelay(seam.Key{})
+	}
 	return m, nil
 }
 

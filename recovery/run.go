@@ -134,7 +134,7 @@ func (m *Manager) recover(r *recoveryRun) {
 // this node acknowledged for each member the view removed. It reports
 // false if the run was aborted meanwhile.
 func (m *Manager) waitLockDelay(r *recoveryRun) bool {
-	if m.cfg.DisableLockDelay {
+	if m.noLockDelay {
 		return true
 	}
 	var until time.Time

@@ -1,0 +1,19 @@
+package dlm
+
+import "github.com/seed-a6839e30/dlm/internal/seam"
+
+// testKnobs are the test-only seams of a node, set by this package's tests
+// through start; Start leaves them all off.
+type testKnobs struct {
+	// deadlockBeforeConfirm, when set, runs on the detector after it found
+	// cycles and before it asks for their confirmation; deadlockBeforeFail
+	// runs after confirmation, before the victims are failed. Tests use
+	// them to change the locks at those moments, or to look.
+	deadlockBeforeConfirm func()
+	deadlockBeforeFail    func([]victim)
+}
+
+// NoLockDelay is recovery's seam for the lock-delay (seam.NoLockDelay):
+// Config.UnsafeNoLockDelay, which control experiments set, across
+// processes too (dlmnode agent --unsafe-no-lock-delay).
+func (h recoveryHost) NoLockDelay(seam.Key) bool { return h.n.cfg.UnsafeNoLockDelay }

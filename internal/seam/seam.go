@@ -1,0 +1,19 @@
+// Package seam holds the types of the test-only seams between this
+// module's packages. A seam is a method whose signature names a type of
+// this package: only code inside the module can name it, so no user of the
+// library can implement one and switch a seam on, by accident or
+// otherwise. The package has no state; the seams' values live in the
+// values that implement them.
+package seam
+
+// Key is the parameter that makes a method a seam.
+type Key struct{}
+
+// NoLockDelay is implemented by a recovery.Host that may switch the
+// lock-delay off (dlm's, for Config.UnsafeNoLockDelay): a removed node's
+// locks are then re-granted as soon as the view without it commits. That
+// is unsafe, and exists so that a control experiment can show the history
+// checker catching the double grant it allows.
+type NoLockDelay interface {
+	NoLockDelay(Key) bool
+}
