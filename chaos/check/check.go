@@ -89,9 +89,11 @@ type Options struct {
 	// Name prefixes the files written (default "check"; Require uses the
 	// test's name).
 	Name string
-	// FailOnInconclusive makes an inconclusive model check count as a
-	// failure: Result.OK is false.
-	FailOnInconclusive bool
+	// AllowInconclusive lets a model check that could not decide pass:
+	// Result.OK then ignores Result.Inconclusive. By default an undecided
+	// check fails the result, since a check that ran out of budget has not
+	// shown the run safe.
+	AllowInconclusive bool
 	// MaxReports is the most violations kept per check (default 10); the
 	// rest are counted in Result.Omitted.
 	MaxReports int
@@ -160,8 +162,8 @@ type Stats struct {
 
 // Result is what Check found.
 type Result struct {
-	// OK is true when there is no violation (and, with
-	// FailOnInconclusive, nothing inconclusive).
+	// OK is true when there is no violation and nothing inconclusive
+	// (with AllowInconclusive: no violation).
 	OK           bool
 	Violations   []Violation
 	Omitted      int // violations found beyond MaxReports per check
@@ -213,8 +215,8 @@ func Check(h *History, opts Options) Result {
 }
 
 // Require runs Check and fails t with the report if a check found a
-// violation (or, with FailOnInconclusive, could not decide). An
-// inconclusive result is logged otherwise. Visualizations go to
+// violation or could not decide; with AllowInconclusive, an inconclusive
+// result is only logged. Visualizations go to
 // opts.VisualizationDir, or to a new directory under os.TempDir(), and are
 // named after the test.
 func Require(t testing.TB, h *History, opts Options) Result {
@@ -277,7 +279,7 @@ func check(h *History, opts Options, mkdir func() (string, error)) Result {
 	if opts.Checks&CheckRegisterModel != 0 {
 		c.registerModel()
 	}
-	c.res.OK = len(c.res.Violations) == 0 && (!opts.FailOnInconclusive || len(c.res.Inconclusive) == 0)
+	c.res.OK = len(c.res.Violations) == 0 && (opts.AllowInconclusive || len(c.res.Inconclusive) == 0)
 	if !c.res.OK || len(c.res.Inconclusive) > 0 {
 		if path := c.file("history.txt"); path != "" {
 			c.writeDump(path)

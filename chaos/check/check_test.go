@@ -169,18 +169,21 @@ func TestCheckHistoryMisuseFails(t *testing.T) {
 func TestCheckInconclusive(t *testing.T) {
 	h := goodHistory()
 	res := Check(h, Options{MaxSteps: 1})
-	if !res.OK || len(res.Inconclusive) == 0 {
-		t.Fatal(res)
+	if res.OK || len(res.Violations) != 0 || len(res.Inconclusive) == 0 {
+		t.Fatalf("a check out of steps must fail the result: %v", res)
 	}
 	if r := res.Inconclusive[0].Reason; !strings.Contains(r, "more than 1 steps") {
 		t.Fatalf("reason: %q", r)
 	}
-	res = Check(h, Options{MaxSteps: 1, FailOnInconclusive: true})
-	if res.OK {
-		t.Fatal("FailOnInconclusive ignored")
+	if !strings.HasPrefix(res.String(), "check FAILED: 0 violations, ") {
+		t.Errorf("report: %q", res.String())
+	}
+	res = Check(h, Options{MaxSteps: 1, AllowInconclusive: true})
+	if !res.OK || len(res.Inconclusive) == 0 {
+		t.Fatalf("AllowInconclusive ignored: %v", res)
 	}
 	res = Check(h, Options{Timeout: time.Nanosecond})
-	if !res.OK || len(res.Inconclusive) == 0 || !strings.Contains(res.Inconclusive[0].Reason, "budget") {
+	if res.OK || len(res.Inconclusive) == 0 || !strings.Contains(res.Inconclusive[0].Reason, "budget") {
 		t.Fatal(res)
 	}
 }
@@ -191,7 +194,7 @@ func TestCheckTooManyClients(t *testing.T) {
 		h.Acquire(c, "n1", "r", modes.CR).Granted(modes.CR, uint64(c+1))
 	}
 	res := Check(h, Options{})
-	if !res.OK || len(res.Inconclusive) != 1 || !strings.Contains(res.Inconclusive[0].Reason, "33 clients") {
+	if res.OK || len(res.Inconclusive) != 1 || !strings.Contains(res.Inconclusive[0].Reason, "33 clients") {
 		t.Fatal(res)
 	}
 }
@@ -252,8 +255,13 @@ func TestRequire(t *testing.T) {
 
 	var unsure fakeTB
 	Require(&unsure, goodHistory(), Options{MaxSteps: 1, VisualizationDir: t.TempDir()})
-	if len(unsure.fatal) != 0 || len(unsure.logs) != 1 || !strings.Contains(unsure.logs[0], "inconclusive") {
+	if len(unsure.fatal) != 1 || !strings.Contains(unsure.fatal[0], "inconclusive") {
 		t.Fatalf("inconclusive: %v %v", unsure.fatal, unsure.logs)
+	}
+	var allowed fakeTB
+	Require(&allowed, goodHistory(), Options{MaxSteps: 1, VisualizationDir: t.TempDir(), AllowInconclusive: true})
+	if len(allowed.fatal) != 0 || len(allowed.logs) != 1 || !strings.Contains(allowed.logs[0], "inconclusive") {
+		t.Fatalf("inconclusive, allowed: %v %v", allowed.fatal, allowed.logs)
 	}
 }
 

@@ -125,8 +125,8 @@
 // resource and store key, and bounds porcupine by Options.Timeout and by
 // Options.MaxSteps model steps per resource. Inside a synctest bubble the
 // fake clock stands still while porcupine computes, so there only MaxSteps
-// bounds it. A model that runs out is inconclusive: neither a pass nor a
-// failure, unless Options.FailOnInconclusive says so. The lock models hold
+// bounds it. A model that runs out is inconclusive, which fails the check
+// unless Options.AllowInconclusive says otherwise. The lock models hold
 // at most MaxClients (32) clients per resource; a resource with more is
 // inconclusive. Histories with many concurrent Unknown operations on one
 // resource are the expensive ones; before porcupine runs, Check leaves out
