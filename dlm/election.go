@@ -70,7 +70,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) (*Leadership, err
 	}
 	blob := binary.BigEndian.AppendUint64(nil, lk.Token())
 	blob = append(blob, value...)
-	if err := lk.SetValue(blob); err == nil {
+	if err = lk.SetValue(blob); err == nil {
 		err = lk.Convert(ctx, modes.PW)
 	}
 	if err != nil {

@@ -58,11 +58,3 @@ func (q *lockList) remove(l *lock) {
 	}
 	l.prev, l.next = nil, nil
 }
-
-func (q *lockList) len() int {
-	n := 0
-	for l := q.front(); l != nil; l = q.next(l) {
-		n++
-	}
-	return n
-}

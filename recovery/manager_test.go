@@ -109,11 +109,10 @@ func (l fakeLinks) Reply(to transport.ReplyTo, m wire.Message) error {
 
 // fakeHost records what the Manager asks of it.
 type fakeHost struct {
-	mu       sync.Mutex
-	events   []string
-	resumed  []uint64
-	evicted  int
-	reportOK bool
+	mu      sync.Mutex
+	events  []string
+	resumed []uint64
+	evicted int
 }
 
 func (h *fakeHost) log(s string) { h.mu.Lock(); h.events = append(h.events, s); h.mu.Unlock() }

@@ -16,7 +16,6 @@ import (
 // integer widths. This test is the only user of the library.
 
 type libCompletion struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Epoch     uint64
 	Lockspace string
 	Lock      uint64
@@ -31,7 +30,6 @@ type libCompletion struct {
 }
 
 type libLockRequest struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Epoch     uint64
 	Lockspace string
 	Resource  string
@@ -44,7 +42,6 @@ type libLockRequest struct {
 }
 
 type libRenew struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Epoch     uint64
 	Lockspace string
 	Locks     []uint64
@@ -53,13 +50,11 @@ type libRenew struct {
 // The nested arrays of the recovery messages are arrays of arrays.
 
 type libViewMember struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Name     string
-	BootID   uint64
+	Name   string
+	BootID uint64
 }
 
 type libPropose struct {
-	_msgpack    struct{} `msgpack:",as_array"`
 	Epoch       uint64
 	Coordinator string
 	PrevEpoch   uint64
@@ -67,15 +62,13 @@ type libPropose struct {
 }
 
 type libQueuedLock struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Node     uint32
-	Lock     uint64
-	Queue    uint8
-	Granted  uint8
+	Node    uint32
+	Lock    uint64
+	Queue   uint8
+	Granted uint8
 }
 
 type libReportedResource struct {
-	_msgpack struct{} `msgpack:",as_array"`
 	Resource string
 	LVB      []byte
 	LVBSeq   uint64
@@ -84,7 +77,6 @@ type libReportedResource struct {
 }
 
 type libMasterReport struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Epoch     uint64
 	Lockspace string
 	LastToken uint64
@@ -92,7 +84,6 @@ type libMasterReport struct {
 }
 
 type libReportedLock struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Resource  string
 	Lock      uint64
 	Owner     uint64
@@ -107,14 +98,12 @@ type libReportedLock struct {
 }
 
 type libLockReport struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Epoch     uint64
 	Lockspace string
 	Locks     []libReportedLock
 }
 
 type libWaitEdge struct {
-	_msgpack     struct{} `msgpack:",as_array"`
 	Lockspace    string
 	Resource     string
 	Mode         uint8
@@ -130,16 +119,14 @@ type libWaitEdge struct {
 }
 
 type libDeadlockReport struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Epoch    uint64
-	Seq      uint64
-	Edges    []libWaitEdge
+	Epoch uint64
+	Seq   uint64
+	Edges []libWaitEdge
 }
 
 type libDeadlockConfirmed struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Epoch    uint64
-	Held     []bool
+	Epoch uint64
+	Held  []bool
 }
 
 func TestBodiesAreStandardMsgpack(t *testing.T) {
@@ -220,10 +207,13 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 			t.Errorf("library read %+v, want %+v", got, c.lib)
 		}
 		// library -> ours
-		libBody, err := msgpack.Marshal(c.lib)
-		if err != nil {
+		var lib bytes.Buffer
+		enc := msgpack.NewEncoder(&lib)
+		enc.UseArrayEncodedStructs(true) // the bodies are arrays, not maps
+		if err := enc.Encode(c.lib); err != nil {
 			t.Fatal(err)
 		}
+		libBody := lib.Bytes()
 		if bytes.Equal(libBody, body) {
 			t.Logf("%T: library and hand-written encodings coincide", c.ours)
 		}
