@@ -347,3 +347,19 @@ func increment(ctx context.Context, ls *Lockspace, res string) error {
 	}
 	return lk.Unlock() // writes the value back
 }
+
+// Start returns once a quorum of Members agreed a view, not once every
+// member is up: three of five configured members form the cluster and
+// serve locks.
+func TestStartWithAQuorumOfMembers(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMemOf(t, 5, 3, nil)
+		defer c.close()
+		for i := range 3 {
+			if got := c.nodes[i].Members(); len(got) != 3 {
+				t.Errorf("%s: view of %v, want the 3 members up", c.names[i], got)
+			}
+		}
+		mustUnlock(t, mustLock(t, c.ls[0], c.resourceOn(2, "quorum"), modes.EX))
+	})
+}

@@ -117,7 +117,7 @@ func (c *cluster) startNode(i int) *Node {
 
 // startTCP starts an n-node cluster over loopback TCP with real time.
 // Gossip ports are picked first, so that every node can list every other
-// as a seed before any of them starts (Start waits for all members); a
+// as a seed before any of them starts (Start waits for a quorum); a
 // port taken meanwhile by someone else fails the start, which is then
 // tried again with fresh ports.
 func startTCP(t testing.TB, n int, mut func(*Config)) *cluster {

@@ -26,8 +26,10 @@ type Config struct {
 	// gossip and on lock traffic.
 	ClusterID string
 	// Members is the configured membership: every node that may be part of
-	// the cluster, by name. Start waits until all of them are up; recovery
-	// counts a quorum against it.
+	// the cluster, by name. Quorum is a majority of it: Start returns once
+	// this node is in a view agreed by a quorum (the first view waits about
+	// a second for the others), and a node serves only while a quorum
+	// acknowledges it.
 	Members []string
 	// Seeds are gossip addresses ("host:port") of other nodes to join.
 	// Empty for the first node of a cluster.

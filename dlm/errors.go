@@ -38,13 +38,15 @@ var (
 	ErrBusy = errors.New("dlm: lock busy with another operation")
 	// ErrInvalidMode: a mode outside NL..EX. It wraps modes.ErrInvalidMode.
 	ErrInvalidMode = fmt.Errorf("dlm: %w", modes.ErrInvalidMode)
-	// ErrInvalidName: an empty or over-long resource or lockspace name.
+	// ErrInvalidName: an empty resource or lockspace name, or one longer
+	// than its limit (LockspaceConfig.MaxNameLen for resources).
 	ErrInvalidName = errors.New("dlm: invalid name")
 	// ErrInvalidArgument: an option or argument that makes no sense (a
-	// negative TTL, EXPEDITE on a mode other than NL, ...).
+	// negative TTL, Expedite on a mode other than NL or with TryLock, ...).
 	ErrInvalidArgument = errors.New("dlm: invalid argument")
 	// ErrLimit: a configured limit would be exceeded: locks per node,
-	// waiters per resource, value block size. Nothing was queued.
+	// locks per node in a lockspace, waiters per resource, value block
+	// size. Nothing was queued. (A name over its limit is ErrInvalidName.)
 	ErrLimit = errors.New("dlm: limit exceeded")
 	// ErrUnavailable: the resource's master cannot be reached right now.
 	ErrUnavailable = errors.New("dlm: master unavailable")

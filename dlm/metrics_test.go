@@ -165,6 +165,7 @@ func TestInvalidRequests(t *testing.T) {
 			"long name":       {ErrInvalidName, func() error { _, err := ls.Lock(bg, string(make([]byte, 300)), modes.EX); return err }},
 			"negative TTL":    {ErrInvalidArgument, func() error { _, err := ls.Lock(bg, "r", modes.EX, WithTTL(-1)); return err }},
 			"expedite PR":     {ErrInvalidArgument, func() error { _, err := ls.Lock(bg, "r", modes.PR, Expedite()); return err }},
+			"expedite try":    {ErrInvalidArgument, func() error { _, err := ls.TryLock(bg, "r", modes.NL, Expedite()); return err }},
 			"quecvt on lock":  {ErrInvalidArgument, func() error { _, err := ls.Lock(bg, "r", modes.PR, QueueConvert()); return err }},
 			"lockspace name":  {ErrInvalidName, func() error { _, err := c.nodes[0].Lockspace(""); return err }},
 			"renew w/out TTL": {ErrInvalidArgument, func() error { lk := mustLock(t, ls, "q", modes.NL); defer lk.Unlock(); return lk.Renew(bg) }},

@@ -67,8 +67,11 @@ type Node struct {
 }
 
 // Start starts a node and joins the cluster: it listens for lock traffic,
-// joins gossip through cfg.Seeds, and returns once it is a member of an
-// agreed view and holds its quorum lease (it may take locks), or ctx ends.
+// joins gossip through cfg.Seeds, and returns once it is a member of a view
+// agreed by a quorum of cfg.Members and holds its quorum lease (it may take
+// locks), or ctx ends. It does not wait for every member: the cluster's
+// first view waits about a second for the members not up yet, and those
+// that come later join in a later view.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return start(ctx, cfg, testKnobs{})
 }

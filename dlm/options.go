@@ -49,7 +49,11 @@ func QueueConvert() LockOption { return func(l *lockOpts) { l.flags |= master.Qu
 // the conversion with ErrDeadlock. Lock.Demoted reports it.
 func DemoteOnDeadlock() LockOption { return func(l *lockOpts) { l.flags |= master.ConvDeadlock } }
 
-// Expedite grants a new NL lock at once, ahead of any queue.
+// Expedite grants a new NL lock at once, ahead of any queue (an NL lock
+// without it waits behind queued requests, like any other: no barging).
+// It is an option of Lock only: with another mode, with TryLock (whose
+// NOQUEUE it would make moot) or with Convert, the call fails with
+// ErrInvalidArgument.
 func Expedite() LockOption { return func(l *lockOpts) { l.flags |= master.Expedite } }
 
 func buildOpts(opts []LockOption) lockOpts {
