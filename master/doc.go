@@ -92,7 +92,8 @@
 // generation, new in the table, and the blocker is named by its fencing
 // token (a holder) or its request's generation (a request queued ahead).
 // EdgeHolds confirms from them alone that an edge observed earlier has held
-// without a break since (waitfor.go says why), and FailRequest fails a
+// without a break since (docs/design/deadlocks.md in the repository says
+// why), and FailRequest fails a
 // request only if it is still the request of the generation given. A
 // detector that observes edges, then confirms them, then fails one request
 // of a cycle can thus neither report a cycle that did not exist nor fail a
@@ -133,6 +134,6 @@
 //
 // A lock and a resource are 64 bytes each; locks are indexed per
 // requesting node by the id the node chose; freed locks and resources are
-// recycled. With an average name, a granted lock on its own resource costs
-// about 230 bytes all told (BenchmarkMillionLocks).
+// recycled. BenchmarkMillionLocks measures what a granted lock on its own
+// resource costs all told; docs/BENCHMARKS.md has the figure.
 package master

@@ -265,8 +265,9 @@ func party(l *lock) Party { return Party{Owner: l.owner, Lock: l.key()} }
 // WaitEdges or WaitEdgesQueuedBy) still holds and has held without a break
 // since: the waiter is the same queued request, asking for the same mode,
 // and the blocker has the same token and still conflicts (BlockHolder), or
-// is the same queued request, still ahead (BlockAhead). See the comment
-// above trackQueued for why equal identities prove an unbroken edge. It is
+// is the same queued request, still ahead (BlockAhead). Equal identities
+// prove an unbroken edge: see "No false positives" in
+// docs/design/deadlocks.md in the repository. It is
 // false for an edge of another table (tables do not share generations).
 func (t *Table) EdgeHolds(e WaitEdge) bool {
 	w, err := t.find(e.Waiter.Lock)

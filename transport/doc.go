@@ -6,35 +6,19 @@
 // (the memberlist wrapper that finds nodes and detects failures), memnet (an
 // in-process network with faults, for tests in testing/synctest).
 //
-// # Shape of a link
+// # Links
 //
-// A pair of nodes shares one TCP connection, and all traffic between them
-// travels on it: requests, replies, one-way messages and heartbeats, in
-// both directions. It is dialled by the node whose name sorts first; the
-// other waits for it. Each direction of the connection carries one node's
-// traffic in the order that node sent it, replies included. The DLM relies
-// on that: a Completion (grant) must not be overtaken by a later Blocking
-// notification for the same lock, nor a DeadlockFail by the confirmation
-// request of a later detection round.
+// A pair of nodes shares one connection, dialled by the node whose name
+// sorts first (every node must be able to dial the peers whose names sort
+// after its own), and all traffic between them travels on it: requests,
+// replies, one-way messages and heartbeats. Each direction carries one
+// node's traffic in the order that node sent it, replies included: a
+// message is never overtaken by one sent after it to the same peer.
 //
-// One connection rather than one per direction (which this package used
-// first) because a reply then comes back on the connection its request went
-// out on, which the caller can read itself while it waits (see
-// "Receiving"), and two sockets cost every round trip a quarter more on
-// loopback (BenchmarkTCPPingPongTwoConns against BenchmarkTCPPingPong).
-// Choosing the dialler by name avoids the dial race of two nodes
-// connecting to each other at once: there is never a second connection to
-// choose between, except a new one from a dialler that restarted or gave up
-// on the old one, and the newest connection from a peer always wins.
-//
-// So that a freshly added peer can be used at once, messages to it queue
-// (bounded) until its first connection: a dialler's first attempt, or, on
-// the waiting side, a dial and a handshake timeout after SetPeer. A node
-// reads every connection dialled to it, even from a peer it was not told
-// about (yet): their messages reach the Handler, their heartbeats are
-// answered so that the dialler keeps the connection, and SetPeer adopts the
-// latest such connection as the link without a redial. Every node must be
-// able to dial the peers whose names sort after its own.
+// SetPeer adds a peer; messages to it queue (bounded) until its first
+// connection, so that a freshly added peer can be used at once. A node also
+// reads every connection dialled to it by a peer it was not told about
+// (yet), and SetPeer adopts the latest such connection without a redial.
 //
 // # Handshake
 //
@@ -46,79 +30,59 @@
 // it can send anything. Refusals are logged with their reason and counted in
 // dlm_transport_handshakes_rejected_total{reason}.
 //
-// # Sending: never blocks, one write per batch
+// # Sending never blocks
 //
-// Send, Go and Reply validate the message and encode it straight into the
-// peer's write buffer under the peer's mutex: no allocation, no goroutine,
-// no syscall per message. The connection's writer goroutine swaps the buffer
-// out and writes everything queued with one write; while that write is in
-// the kernel, senders fill the other buffer, so under load one syscall
-// carries many messages (dlm_transport_write_syscalls_total against
-// messages_sent_total shows the ratio). If a peer does not keep up and its
-// buffer passes Config.WriteBufferLimit, the message is refused with
-// ErrWriteBufferFull and the link is failed (fail fast), rather than
-// blocking the sender or growing without bound. Post hands a one-way
-// message to the writer goroutine instead of writing it inline; Piggyback
-// lets one wait for the next message to the same peer, as long as nobody
-// waits on the link and its parked reader looks at least every watcherPark
-// (see "Receiving" below), which then takes it along: a goroutine's unlock
-// and its next request leave in one write. While a peer is unreachable
-// (the last connection failed or could not be made), Send, Go, Call and
-// Reply fail at once with ErrUnreachable: nothing is queued for an absent
-// peer, except until the first connection after SetPeer. Call blocks for the reply
-// (with a context), CallInto too with the reply decoded into a message the
-// caller provides (no allocation per reply); Go returns at once and runs a
-// callback.
+// Send, Go, Post, Piggyback and Reply never block: they validate the
+// message and encode it into the peer's write buffer (Send, Go and Reply
+// with no allocation per message). Writes are batched: under load one write carries many messages
+// (dlm_transport_write_syscalls_total against messages_sent_total shows
+// the ratio). If a peer does not keep up and its buffer passes
+// Config.WriteBufferLimit, the message is refused with ErrWriteBufferFull
+// and the link is failed (fail fast), rather than blocking the sender or
+// growing without bound. Post leaves the write to the link's writer
+// goroutine; Piggyback lets a one-way message wait a little (at most about
+// 20 µs in a busy process) to leave with the next message to the same
+// peer. While a peer is unreachable (its last connection failed or could
+// not be made), Send, Go, Call and Reply fail at once with ErrUnreachable:
+// nothing is queued for an absent peer, except until the first connection
+// after SetPeer. Call blocks for the reply (with a context), CallInto too
+// with the reply decoded into a message the caller provides (no allocation
+// per reply); Go returns at once and runs a callback.
 //
-// # Receiving: on the reader goroutine, or on the waiting caller
+// # Receiving
 //
-// Each connection has one reader goroutine. It reads frames with a
-// buffered reader (a frame that fits the 64 KiB buffer is decoded in place),
-// decodes them with a wire.Decoder that reuses one message per type, and
-// hands each request or one-way message to Config.Handler on that goroutine:
-// no goroutine per message, and the Handler must not block. The message and
-// its byte slices are valid only during the Handler call. Replies are
-// matched by request id to the pending call; a Go callback runs on the
-// reader goroutine too, with the same rules.
+// Each connection has one reader goroutine, which hands each request or
+// one-way message to Config.Handler: no goroutine per message, and the
+// Handler must not block. The message and its byte slices are valid only
+// during the Handler call. Replies are matched by request id to the pending
+// call; a Go callback runs on the reading goroutine too, with the same
+// rules.
 //
-// Handing a reply from the reader goroutine to the goroutine waiting for it
-// is a second wake-up per round trip, which on two Ps costs as much as the
-// network: so a Call waiting for its reply (or any goroutine waiting for
-// what a peer sends, through Await) may take over the reading of the
-// connection to that peer and be woken by the netpoller itself. One
-// goroutine at a time holds the reading, frames are still handled in order,
-// and the Handler and callbacks then run on the waiting goroutine; the
-// reader goroutine reads while some waiter is blocked, steps aside once
-// none is, parks, and comes back within watcherPark (20 µs) when nobody
-// reads, or at once when a waiter leaves with others waiting or meets an
-// error, which the reader goroutine then handles as its own. A waiter reads
-// until its outcome is in, its context ends, or it is interrupted
-// (Lender.Interrupt: its outcome came from elsewhere). Plain TCP
-// connections only; the design and its costs are in reader.go.
+// A goroutine waiting for what a peer sends (a Call's reply, or anything
+// through Await) may read the connection itself while it waits, so that the
+// network wakes it directly rather than the reader goroutine: the Handler
+// and callbacks may then run on that goroutine. Frames are still read and
+// handled one at a time, in order. Plain TCP connections only.
 //
 // # Request ids and replies
 //
-// Request ids come from one counter per Links, so an id is never reused
-// while the process lives: a reply for a call that already failed finds no
-// pending call and is dropped. A ReplyTo (peer, boot ID, id) may be kept and
-// used much later; Reply refuses it (ErrStaleReply) if the peer restarted in
-// between, because the new process could have a pending call with the same
-// id.
+// Request ids are never reused while the process lives: a reply for a call
+// that already failed is dropped. A ReplyTo (peer, boot ID, id) may be kept
+// and used much later; Reply refuses it (ErrStaleReply) if the peer
+// restarted in between, because the new process could have a pending call
+// with the same id.
 //
 // # Failures
 //
 //   - A pending call fails with ErrConnLost when the connection that carried
 //     its request (and would carry its reply) fails or is replaced; with
 //     ErrPeerRemoved on RemovePeer; with ErrClosed on Close. Callbacks for
-//     these run on the peer's manager goroutine, never on the caller's.
+//     these run on a library goroutine, never on the caller's.
 //   - The dialler sends a Ping every HeartbeatInterval and the acceptor
 //     answers it; both ends fail a connection on which nothing arrived for
-//     IdleTimeout, so a peer that vanished without closing (power loss, a
-//     partition) is noticed within IdleTimeout, not after TCP's minutes.
-//     (The read deadline is an idle period of an eighth of IdleTimeout
-//     ahead and only moved when it passes, so a read costs neither a clock
-//     read nor a timer update: silence is cut off after between
-//     IdleTimeout and 9/8 of it.)
+//     IdleTimeout (at most 9/8 of it), so a peer that vanished without
+//     closing (power loss, a partition) is noticed within IdleTimeout, not
+//     after TCP's minutes.
 //   - A failed connection is redialled by its dialler with capped, jittered
 //     exponential backoff (Config.Backoff); the other end fails fast
 //     (ErrUnreachable) until it is dialled again. Both ends call OnLinkDown.
@@ -138,6 +102,13 @@
 // accepted connection it also runs the handshake. Close stops and waits for
 // all of them.
 //
+// # Platforms
+//
+// On Unix systems a sender writes to an idle plain TCP link itself, with one
+// non-blocking write; elsewhere (Windows) the link's writer goroutine does
+// every write, which costs a goroutine switch per write on an idle link and
+// changes nothing else.
+//
 // # Metrics
 //
 // dlm_transport_messages_sent_total{type}, bytes_sent_total{type},
@@ -146,4 +117,8 @@
 // connections{direction}, reconnects_total, write_syscalls_total,
 // write_buffer_overflows_total. Register several Links in one process
 // through prometheus.WrapRegistererWith.
+//
+// The design (why one connection per pair, how writes are batched, how a
+// waiting goroutine takes over the reading) is in docs/design/transport.md
+// in the repository.
 package transport

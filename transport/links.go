@@ -323,9 +323,9 @@ func (l *Links) Post(peer string, m wire.Message) error {
 // Piggyback queues a one-way message that may wait a little for company.
 // If nobody waits for anything on the link (no Await, no Call), it leaves
 // with the next message to the same peer, or when the link's parked
-// reader next looks, whichever comes first: within 20 µs
-// (watcherPark) in a busy process, within a millisecond in an idle one,
-// whose timers have that granularity. Otherwise, and on links that do not
+// reader next looks, whichever comes first: within 20 µs in a busy
+// process, within a millisecond in an idle one, whose timers have that
+// granularity. Otherwise, and on links that do not
 // lend their reading (TLS, in-process), it is a Post. dlm sends the unlock
 // of a lock nobody else asked for this way, so that a goroutine that
 // unlocks and locks again on the same master pays one write for both. It
@@ -424,9 +424,9 @@ func (w Wait) End() {
 // only a way to be woken by the network rather than by the connection's
 // reader goroutine, which saves a goroutine hand-off per round trip: the
 // caller still waits for its outcome in its usual way afterwards, and then
-// calls End on the result. While a caller waits that way, the reader
-// goroutine reads for it (reader.go). Plain TCP connections only; on others
-// Await does nothing.
+// calls End on the result. While another goroutine holds the reading, the
+// connection's reader goroutine reads for this one. Plain TCP connections
+// only; on others Await does nothing.
 //
 // A waiter whose outcome may come from elsewhere than peer (a local event,
 // another connection) must be interrupted when it does: use Lender, whose

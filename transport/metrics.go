@@ -15,8 +15,8 @@ import (
 // into Prometheus metrics at scrape time (trafficCollector): a sent message
 // is counted with plain additions under its peer's mutex, which the sender
 // holds anyway, and a received one with an atomic add, where a Prometheus
-// counter would cost an interface call and a float conversion each; the
-// four counters per message were 3 % of a link round trip.
+// counter would cost an interface call and a float conversion each (four
+// of them per message cost 3 % of a link round trip).
 type metrics struct {
 	// recvMsgs and recvBytes, by type, and lentReads are added to by
 	// whoever reads a connection.

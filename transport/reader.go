@@ -11,15 +11,16 @@ import (
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
-// Lending the reading of a connection to a waiting goroutine.
+// Lending the reading of a connection to a waiting goroutine (the design,
+// and the measurements behind its constants, are in
+// docs/design/transport.md).
 //
-// The reader goroutine of a connection sits in the netpoller; when a reply
-// arrives it wakes, reads it and wakes the caller waiting for it: two
-// goroutine wake-ups per reply where a plain ping-pong has one, and on two Ps
-// the second costs more than the network round trip itself (see
-// BenchmarkTCPPingPongHandoff). So a goroutine waiting for what a peer
-// sends (a Call's reply, dlm's grant; Links.Await) may take over the reading
-// of the connection to that peer and be woken by the netpoller itself.
+// The reader goroutine of a connection sits in the netpoller; handing each
+// reply from it to the caller waiting for it is a second goroutine wake-up
+// per round trip, which on two Ps costs more than the network round trip
+// itself (BenchmarkTCPPingPongHandoff). So a goroutine waiting for what a
+// peer sends (Links.Await) may take over the reading of the connection and
+// be woken by the netpoller itself.
 //
 // Exactly one goroutine holds the reading role of a connection at a time,
 // and it reads and handles frames in order, so the ordering argument of the
@@ -30,9 +31,8 @@ import (
 //   - A helper takes the role only when nobody holds it. If the watcher
 //     holds it, the helper registers as a waiter and waits the usual way.
 //   - The watcher keeps reading while any registered waiter is not done:
-//     stepping down then would leave it blocked with nobody reading. Once
-//     all are done (the goroutines it just woke are likely to wait again
-//     soon, and then read for themselves) it steps down and parks. A
+//     stepping down then would leave the others blocked with nobody
+//     reading for them. Once all are done it steps down and parks. A
 //     waiter registers under the same mutex the watcher checks under, so
 //     none is missed. Past maxStepDownScan waiters the watcher does not
 //     check, and new waiters only count themselves in crowd (an atomic
@@ -47,35 +47,21 @@ import (
 //     interrupted: its outcome may come from elsewhere (another connection,
 //     a local event), and then whoever decided it calls Lender.Interrupt,
 //     which sets the read deadline in the past under the helper (see
-//     interrupter). An earlier version bounded each turn by a 100 µs read
-//     deadline instead; moving that deadline every few turns, and the
-//     clock reads to decide when, cost 3-5 % of a link round trip.
+//     interrupter), rather than each turn being bounded by a short read
+//     deadline, whose upkeep costs a few percent of a round trip.
 //   - A helper that meets a connection error leaves it to the watcher, which
-//     ends the connection as it always has (log, metric, failed calls).
-//
-// A first version had the watcher step down as soon as any waiter asked.
-// With one goroutine waiting at a time that is the same; with several (the
-// demo's hot lock, where most waits are long), the watcher stepped down
-// while others stayed blocked, and what arrived for them waited for the
-// parked watcher: the demo's p99 doubled when dlm's Lock lent its waits.
+//     ends the connection as it always does (log, metric, failed calls).
 //
 // Only plain TCP connections lend their reading; TLS and in-process ones
 // keep their reader goroutine (their wake-ups are not the bottleneck, and
 // synctest tests keep their exact timing).
 
-// The park (and the helpers' budget of the time) trade the round trip
-// against the latency of traffic nobody waits for. Measured with
-// bench/compare (dlm only, 8 s runs, with the first version of the
-// stepping down, see above): with
-// a 200 µs park and a 1 ms budget, the readers workload, where few
-// goroutines wait on the network and most traffic is unsolicited (blocking
-// notifications, requests to this node as master), fell from ~505k to
-// ~350k cycles/s; with 20 µs and 100 µs it is back within the noise of the
-// runs without lending, uncontended's p99 is lower (1.3 vs 1.65 ms) and hot
-// gains 10-25 %. A 10 µs park wakes the watcher so often that the link
-// round trip suffers.
 // watcherPark is how long a watcher that stepped down stays parked before
-// it reads again if no helper holds the role.
+// it reads again if no helper holds the role. It trades the round trip
+// against the latency of traffic nobody waits for: much longer starves
+// unsolicited traffic (blocking notifications, requests to this node as
+// master), much shorter wakes the watcher so often that the round trip
+// suffers.
 const watcherPark = 20 * time.Microsecond
 
 // maxStepDownScan: with more waiters registered than this, the watcher does

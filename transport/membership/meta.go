@@ -13,7 +13,7 @@ import (
 //
 // Encoding (compact, well under memberlist's 512-byte limit, trap T8):
 //
-//	byte 0        meta format (metaFormat)
+//	byte 0        meta format (1)
 //	byte 1        protocol version of the node's links
 //	bytes 2-9     boot ID, big-endian
 //	byte 10       n = len(ClusterID), 1..64, then n bytes

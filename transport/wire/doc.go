@@ -82,10 +82,6 @@
 // DeadlockConfirmed; a DeadlockFail (one-way) asks a master to fail the
 // request chosen to break a cycle.
 //
-// # Adding a message type
-//
-// Add a Type constant (never renumber), a struct in its own file with Type,
-// Validate, name, appendBody and decodeBody, a case in newMessage, and a fuzz
-// target with seeds in fuzz_test.go. Fields are encoded as a msgpack array in
-// declaration order; changing a message's fields means a new protocol Version.
+// Adding a message type is described in docs/design/transport.md in the
+// repository.
 package wire

@@ -123,9 +123,7 @@ func (t Type) String() string {
 
 // Message is one protocol message. The set is closed: every implementation is
 // in this package, so that the codec, validation and fuzz targets of a message
-// live next to each other. To add a message type: give it a constant above,
-// a struct in its own file with these methods, a case in newMessage, and a
-// fuzz target with seeds.
+// live next to each other (adding one: docs/design/transport.md).
 type Message interface {
 	// Type returns the message's type.
 	Type() Type
