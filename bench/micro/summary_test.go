@@ -219,7 +219,7 @@ func golden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./bench/micro -update)", err)
+		t.Fatalf("%v (run cd bench && go test ./micro -update)", err)
 	}
 	if got != string(want) {
 		t.Errorf("%s differs from the golden file; rerun with -update and review the diff.\ngot:\n%s", name, got)
