@@ -123,6 +123,8 @@ func TestDecodeErrorsAreDistinct(t *testing.T) {
 		"bomb-array32-body":  ErrDeclaredLength,
 		"map-bomb":           ErrDeclaredLength,
 		"str-bomb":           ErrDeclaredLength,
+		"bomb-array32-max":   ErrDeclaredLength,
+		"str-bomb-max":       ErrDeclaredLength,
 		"epoch-zero":         ErrInvalid,
 		"bad-mode":           ErrInvalid,
 	}

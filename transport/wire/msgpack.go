@@ -158,14 +158,22 @@ func (r *reader) length(size int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	var n uint32
 	switch size {
 	case 1:
-		return int(p[0]), nil
+		n = uint32(p[0])
 	case 2:
-		return int(binary.BigEndian.Uint16(p)), nil
+		n = uint32(binary.BigEndian.Uint16(p))
 	default:
-		return int(binary.BigEndian.Uint32(p)), nil
+		n = binary.BigEndian.Uint32(p)
 	}
+	// Every element, entry or byte a length counts takes at least a byte
+	// of what remains. Refusing a longer one here, in uint32, also keeps a
+	// length of 2^31 or more from turning negative in a 32-bit int.
+	if uint64(n) > uint64(r.remaining()) {
+		return 0, fmt.Errorf("%w: declared length %d with %d bytes left", ErrDeclaredLength, n, r.remaining())
+	}
+	return int(n), nil
 }
 
 // arrayLen reads an array header. Each element takes at least one byte, so a

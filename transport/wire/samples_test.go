@@ -133,6 +133,9 @@ func frameSeeds(tb testing.TB) map[string][]byte {
 	s["unknown-type"] = withPrefix(rawPayload(Version, 0x7f, 0, []byte{0x90}))
 	s["map-bomb"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{mpMap32, 0xff, 0xff, 0xff, 0xff}))
 	s["str-bomb"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x94, 1, mpStr32, 0x7f, 0xff, 0xff, 0xff}))
+	// Lengths of 2^31 and more, negative in a 32-bit int.
+	s["bomb-array32-max"] = withPrefix(rawPayload(Version, byte(TypeRenew), 0, []byte{0x93, 1, 0xa2, 'l', 's', mpArray32, 0xff, 0xff, 0xff, 0xff}))
+	s["str-bomb-max"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x94, 1, mpStr32, 0x80, 0, 0, 0}))
 	s["epoch-zero"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 0, 0xa1, 'x', 1, 5}))
 	s["bad-mode"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 1, 0xa1, 'x', 1, 6}))
 	for name, body := range typeSeeds(TypeMasterReport) {
