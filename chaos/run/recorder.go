@@ -19,13 +19,12 @@ type recorder struct {
 	// members); the embedded members are always up and connected.
 	members, embedded int
 
-	mu       sync.Mutex
-	since    time.Duration // start of the current majority window, if in one
-	in       bool
-	windows  []check.Window
-	changes  []time.Duration
-	lastUp   []bool
-	lastFlts netlab.Faults
+	mu      sync.Mutex
+	since   time.Duration // start of the current majority window, if in one
+	in      bool
+	windows []check.Window
+	changes []time.Duration
+	lastUp  []bool
 }
 
 func newRecorder(h *check.History, names []string, embedded int) *recorder {

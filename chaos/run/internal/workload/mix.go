@@ -41,7 +41,7 @@ func (r *Runner) mix(ctx context.Context, c *client) {
 					resolve(cop, err)
 				} else {
 					cop.Granted(lk.Mode(), lk.Token())
-					lost = r.holdFor(ctx, c, res, lk)
+					r.holdFor(ctx, c, res, lk) // a Lost is recorded there; the unlock follows either way
 				}
 			}
 		}
