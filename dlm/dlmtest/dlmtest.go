@@ -165,6 +165,7 @@ func startMem(ctx context.Context, n int, o options) (*Cluster, error) {
 	}, o)
 	if err != nil {
 		network.Close()
+		settleBubble()
 		return nil, err
 	}
 	return c, nil
@@ -288,12 +289,18 @@ func (c *Cluster) Close() error {
 		c.closeNodes()
 		if c.net != nil {
 			c.net.Close()
-			if b := bubble(); b != "" {
-				waitGone(b, memberlistFrame, Linger)
-			}
+			settleBubble()
 		}
 	})
 	return nil
+}
+
+// settleBubble, inside a synctest bubble, waits for the memberlist
+// goroutines of closed nodes to end (see waitGone).
+func settleBubble() {
+	if b := bubble(); b != "" {
+		waitGone(b, memberlistFrame, Linger)
+	}
 }
 
 // memberlistFrame is in the traceback of every goroutine memberlist runs.
