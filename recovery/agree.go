@@ -233,7 +233,11 @@ func (m *Manager) dropsLiveMemberLocked(v View) bool {
 func (m *Manager) onCommit(c *wire.Commit) {
 	v := View{Epoch: c.Epoch, Coordinator: c.Coordinator, Members: fromWire(c.Members)}
 	m.mu.Lock()
-	if c.Epoch <= m.committed.Epoch {
+	// A Commit may arrive (on a transport goroutine, which wg does not
+	// count) while the Manager closes. Close closes stop under mu and then
+	// waits for wg: a recovery goroutine is counted only under mu with stop
+	// open, so no Add comes after that Wait began.
+	if c.Epoch <= m.committed.Epoch || m.stopped() {
 		m.mu.Unlock()
 		return
 	}
@@ -261,9 +265,9 @@ func (m *Manager) onCommit(c *wire.Commit) {
 	m.barrier = barrier{epoch: v.Epoch, statuses: map[string]uint8{}}
 	r := m.startRunLocked(prev, v)
 	m.met.epoch.Set(float64(v.Epoch))
+	m.wg.Add(1) // under mu, after the check of stop above: see there
 	m.mu.Unlock()
 	m.log.Info("view committed", "view", v.String(), "removed", Removed(prev, v))
-	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		m.recover(r)

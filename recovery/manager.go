@@ -170,6 +170,16 @@ func (m *Manager) Close() {
 	m.met.group.Unregister()
 }
 
+// stopped reports whether Close has begun.
+func (m *Manager) stopped() bool {
+	select {
+	case <-m.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // Served returns a channel closed once the node is a member of a view whose
 // recovery it completed and holds its quorum lease: it may take locks.
 func (m *Manager) Served() <-chan struct{} { return m.served }

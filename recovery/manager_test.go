@@ -429,3 +429,33 @@ func TestAbortedRecoveryKeepsLockDelay(t *testing.T) {
 		}
 	})
 }
+
+// A Commit handled while or after the Manager closes (it arrives on a
+// transport goroutine) starts no recovery: nothing runs after Close
+// returns, and -race sees no Add of Close's WaitGroup after its Wait.
+func TestCommitDuringCloseStartsNoRecovery(t *testing.T) {
+	commit := &wire.Commit{Epoch: 1, Coordinator: "a", Members: []wire.ViewMember{{Name: "a", BootID: 100}}}
+	for range 50 {
+		cfg := DefaultConfig()
+		cfg.Name, cfg.BootID, cfg.Members = "a", 100, []string{"a"}
+		h := &fakeHost{}
+		m, err := New(cfg, fakeLinks{newFakeNet(), "a"}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { m.Handle(transport.Inbound{From: "a", BootID: 100, Msg: commit}) })
+		m.Close()
+		wg.Wait()
+		h.mu.Lock()
+		closed := len(h.events)
+		h.mu.Unlock()
+		m.Handle(transport.Inbound{From: "a", BootID: 100, Msg: &wire.Commit{Epoch: 2, Coordinator: "a", Members: commit.Members}})
+		h.mu.Lock()
+		after := h.events[closed:]
+		h.mu.Unlock()
+		if len(after) != 0 {
+			t.Fatalf("after Close: %v", after)
+		}
+	}
+}
