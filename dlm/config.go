@@ -109,15 +109,6 @@ type Config struct {
 	// HeartbeatInterval is how often the lease is renewed.
 	HeartbeatInterval time.Duration
 
-	// UnsafeNoLockDelay re-grants a removed node's locks as soon as the
-	// view without it commits, without waiting for its lease to run out:
-	// two holders at once when the node was only cut off or paused. Never
-	// set it for real use; it exists for control experiments (the nemesis
-	// tests, chaos/run -control through dlmnode agent
-	// --unsafe-no-lock-delay) that must show their checkers catch the
-	// double grants it allows.
-	UnsafeNoLockDelay bool
-
 	// Membership tunes failure detection; see transport/membership.
 	ProbeInterval time.Duration
 	// ProbeTimeout: see ProbeInterval.

@@ -11,9 +11,13 @@ type testKnobs struct {
 	// them to change the locks at those moments, or to look.
 	deadlockBeforeConfirm func()
 	deadlockBeforeFail    func([]victim)
+	// noLockDelay switches the lock-delay off (the nemesis tests'
+	// control); Start sets it from seam.WithoutLockDelay.
+	noLockDelay bool
 }
 
-// NoLockDelay is recovery's seam for the lock-delay (seam.NoLockDelay):
-// Config.UnsafeNoLockDelay, which control experiments set, across
-// processes too (dlmnode agent --unsafe-no-lock-delay).
-func (h recoveryHost) NoLockDelay(seam.Key) bool { return h.n.cfg.UnsafeNoLockDelay }
+// NoLockDelay is recovery's seam for the lock-delay (seam.NoLockDelay),
+// which control experiments switch off: the nemesis tests through
+// testKnobs, other processes through seam.WithoutLockDelay (dlmnode agent
+// --unsafe-no-lock-delay).
+func (h recoveryHost) NoLockDelay(seam.Key) bool { return h.n.knobs.noLockDelay }

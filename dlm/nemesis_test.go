@@ -96,10 +96,7 @@ type nemesisOpts struct {
 func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)) check.Result {
 	var res check.Result
 	synctestRun(t, func(t *testing.T) {
-		c := startMem(t, o.nodes, func(cfg *Config) {
-			cfg.UnsafeNoLockDelay = o.noLockDelay
-			cfg.MaxLocks = 0
-		})
+		c := startMemWith(t, o.nodes, o.nodes, func(cfg *Config) { cfg.MaxLocks = 0 }, testKnobs{noLockDelay: o.noLockDelay})
 		n := &nemesis{
 			t: t, c: c, h: check.NewHistory(time.Now), rng: rand.New(rand.NewPCG(seed, 0x6e656d65)),
 			store: &fencedStore{highest: map[string]uint64{}}, resources: []string{"hot-a", "hot-b", "hot-c"},

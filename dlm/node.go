@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/internal/seam"
 	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/recovery"
 	"github.com/seed-a6839e30/dlm/transport"
@@ -73,7 +74,7 @@ type Node struct {
 // first view waits about a second for the members not up yet, and those
 // that come later join in a later view.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
-	return start(ctx, cfg, testKnobs{})
+	return start(ctx, cfg, testKnobs{noLockDelay: seam.LockDelayOff(ctx)})
 }
 
 // start is Start with the test-only seams.

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/internal/seam"
 )
 
 // Agent is one node of a cluster run as a process: the dlm node and the
@@ -203,10 +204,12 @@ func (a *Agent) serve(ctx context.Context) error {
 	cfg := a.set.node
 	a.log.Info("joining the cluster", "name", cfg.Name, "members", cfg.Members, "seeds", cfg.Seeds,
 		"gossip", cfg.GossipAddr, "link", cfg.LinkAddr)
-	if cfg.UnsafeNoLockDelay {
+	startCtx := ctx
+	if a.set.unsafeNoLockDelay {
 		a.log.Warn("UNSAFE: --unsafe-no-lock-delay re-grants a removed node's locks without waiting for its lease to run out")
+		startCtx = seam.WithoutLockDelay(ctx)
 	}
-	node, err := dlm.Start(ctx, cfg)
+	node, err := dlm.Start(startCtx, cfg)
 	if err != nil {
 		a.stopHTTP()
 		<-httpDone

@@ -81,7 +81,7 @@ type Config struct {
 	// ConfigFile is the TOML file the other settings may also come from.
 	ConfigFile string
 
-	// UnsafeNoLockDelay: see dlm.Config.UnsafeNoLockDelay. For the chaos
+	// UnsafeNoLockDelay switches the node's lock-delay off (seam.WithoutLockDelay). For the chaos
 	// harness's control run only.
 	UnsafeNoLockDelay bool
 }
@@ -236,6 +236,9 @@ type settings struct {
 	token          string
 	level          slog.Level
 	json           bool
+	// unsafeNoLockDelay starts the node with the lock-delay off
+	// (seam.WithoutLockDelay), for the chaos harness's control run.
+	unsafeNoLockDelay bool
 }
 
 func (c *Config) build() (settings, error) {
@@ -338,7 +341,7 @@ func (c *Config) build() (settings, error) {
 		n.LinkAdvertiseAddr = net.JoinHostPort(h, p)
 	}
 	n.Lease, n.HeartbeatInterval, n.DeadlockWait = c.Lease, c.Heartbeat, c.DeadlockWait
-	n.UnsafeNoLockDelay = c.UnsafeNoLockDelay
+	s.unsafeNoLockDelay = c.UnsafeNoLockDelay
 	if n.GossipKey, err = readGossipKey(c.GossipKeyFile); err != nil {
 		return s, err
 	}

@@ -157,11 +157,11 @@ log-format = "json"
 	if err != nil || !slices.Equal(c2.Members, []string{"a", "b"}) {
 		t.Fatalf("repeated flag: %v %v", c2.Members, err)
 	}
-	if s2, _ := c2.build(); s2.adminAdvertise != "" || s2.node.Tags != nil || s2.node.UnsafeNoLockDelay {
+	if s2, _ := c2.build(); s2.adminAdvertise != "" || s2.node.Tags != nil || s2.unsafeNoLockDelay {
 		t.Errorf("no advertisable admin address, yet advertised %q (or unsafe by default)", s2.adminAdvertise)
 	}
 	c3, err := Parse(base("--unsafe-no-lock-delay"), io.Discard)
-	if s3, _ := c3.build(); err != nil || !s3.node.UnsafeNoLockDelay {
+	if s3, _ := c3.build(); err != nil || !s3.unsafeNoLockDelay {
 		t.Errorf("--unsafe-no-lock-delay did not reach the node: %v", err)
 	}
 }

@@ -6,14 +6,32 @@
 // values that implement them.
 package seam
 
+import "context"
+
 // Key is the parameter that makes a method a seam.
 type Key struct{}
 
 // NoLockDelay is implemented by a recovery.Host that may switch the
-// lock-delay off (dlm's, for Config.UnsafeNoLockDelay): a removed node's
+// lock-delay off (dlm's, see WithoutLockDelay): a removed node's
 // locks are then re-granted as soon as the view without it commits. That
 // is unsafe, and exists so that a control experiment can show the history
 // checker catching the double grant it allows.
 type NoLockDelay interface {
 	NoLockDelay(Key) bool
+}
+
+type noLockDelayKey struct{}
+
+// WithoutLockDelay returns a context that makes dlm.Start start a node with
+// the lock-delay off (the NoLockDelay seam). Only code in this module can
+// call it: dlmnode agent --unsafe-no-lock-delay, for the chaos harness's
+// control run across processes.
+func WithoutLockDelay(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noLockDelayKey{}, true)
+}
+
+// LockDelayOff reports whether ctx came from WithoutLockDelay.
+func LockDelayOff(ctx context.Context) bool {
+	off, _ := ctx.Value(noLockDelayKey{}).(bool)
+	return off
 }
