@@ -58,8 +58,8 @@ type Manager struct {
 	host  Host
 	log   *slog.Logger
 	met   *metrics
-	// noLockDelay: the host's tests switched the lock-delay off
-	// (seam.NoLockDelay). Unsafe; never set outside tests.
+	// noLockDelay: the host switched the lock-delay off (seam.NoLockDelay:
+	// dlm's tests, and dlmnode agent --unsafe-no-lock-delay). Unsafe.
 	noLockDelay bool
 
 	mu          sync.Mutex
