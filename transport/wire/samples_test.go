@@ -73,8 +73,14 @@ func samples() []Message {
 		&DeadlockConfirmed{Epoch: 13, Held: []bool{true, false, true}},
 		&DeadlockFail{Epoch: 13, Lockspace: "fs1", Resource: "inode/42", Node: 1 << 31, Lock: 7, Gen: 3, Detail: "cycle of 2 owners"},
 		&DeadlockFail{Epoch: ^uint64(0), Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Node: ^uint32(0), Lock: ^uint64(0), Gen: ^uint64(0), Detail: strings.Repeat("d", MaxErr)},
+		// which tables a node holds (appended too)
+		&Mastery{Epoch: 13, Tables: sampleBitmap(), Views: []ViewRef{{Epoch: 11, ID: 0xdeadbeef}, {Epoch: 12, ID: ^uint64(0)}}},
+		&Mastery{Epoch: ^uint64(0)},
 	}
 }
+
+// sampleBitmap is a Mastery bitmap with every other bucket set.
+func sampleBitmap() []byte { return bytes.Repeat([]byte{0x55}, MasteryBitmap) }
 
 // sampleEdges are wait-for edges with edge values: a holder blocker with
 // owners, one queued ahead, and the widest of each field.
