@@ -145,13 +145,17 @@ func (ls *Lockspace) tick() {
 	}
 }
 
-// resendLocked sends again the requests that could not reach their master.
-// Caller holds sh.mu.
+// resendLocked sends again the requests that could not reach their master,
+// except those a recovery holds back. Caller holds sh.mu.
 func (sh *shard) resendLocked() {
 	keep := sh.unsent[:0]
 	for _, lk := range sh.unsent {
 		if lk.unsent == nil || (lk.state != stWaiting && lk.state != stConverting) {
 			lk.unsent = nil
+			continue
+		}
+		if lk.ls.node.heldBack(lk.hash) {
+			keep = append(keep, lk)
 			continue
 		}
 		lk.sendPending(lk.unsent)

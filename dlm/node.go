@@ -187,13 +187,14 @@ func (n *Node) startLinks() error {
 }
 
 // onLinkDown: a connection to a peer broke, and lock messages on it (a
-// grant, an unlock) may be lost with nothing to say so. A recovery rebuilds
-// every table from what holders know, so ask for one. It runs on the
-// transport's goroutine and must not block.
+// grant, an unlock) may be lost with nothing to say so. If the peer stays
+// a member, the next view rebuilds every table of both (see
+// invalidateTables); if it died, the view without it moves its share
+// alone. It runs on the transport's goroutine and must not block.
 func (n *Node) onLinkDown(peer string, err error) {
 	if n.rec != nil && !n.closed.Load() {
 		n.log.Info("link to a peer went down; asking for a resync", "peer", peer, "err", err)
-		n.rec.RequestResync()
+		n.linkLost(peer)
 	}
 }
 

@@ -25,8 +25,8 @@ const (
 	// majority of the configured members, or the cluster agreed a view
 	// without it). Lock calls fail with ErrNoQuorum.
 	StateNoQuorum NodeState = "no_quorum"
-	// StateRecovering: a new view's recovery is under way; lock calls wait
-	// for it to end.
+	// StateRecovering: a new view's recovery is under way; lock calls on the
+	// resources that change master wait for it to end, the others go on.
 	StateRecovering NodeState = "recovering"
 	// StateServing: the node grants and holds locks.
 	StateServing NodeState = "serving"
@@ -248,8 +248,9 @@ func (n *Node) State() NodeState {
 func (n *Node) state() (NodeState, bool) {
 	g := &n.gate
 	g.mu.Lock()
-	closed, noQuorum, recovering := g.closed, g.noQuorum, g.recovering
+	closed, noQuorum := g.closed, g.noQuorum
 	g.mu.Unlock()
+	recovering := n.recov.plan.Load() != nil
 	served := false
 	if n.rec != nil {
 		select {

@@ -105,6 +105,19 @@ func (t *Table) LocksOf(node NodeID) iter.Seq[LockState] {
 	}
 }
 
+// Nodes yields the nodes the table holds locks of (or remembers: a node
+// whose locks all went), in no particular order. The table must not change
+// during the iteration.
+func (t *Table) Nodes() iter.Seq[NodeID] {
+	return func(yield func(NodeID) bool) {
+		for id := range t.nodes {
+			if !yield(id) {
+				return
+			}
+		}
+	}
+}
+
 // PurgeNode removes every lock of node, as when the node has left the
 // cluster, and grants what that lets through. A purged PW or EX lock marks
 // its resource's value not valid: the node may have been changing it. No
