@@ -27,6 +27,8 @@
 //
 //   - Partition(a, b) cuts both directions; Block(from, to) cuts one;
 //     Isolate(a) partitions a from everyone; Heal() removes all cuts.
+//     Reset(a, b) breaks the streams between a and b and cuts nothing: a
+//     connection reset, after which a redial succeeds.
 //   - On a cut link, packets vanish, a dial waits for its deadline (or
 //     context) and then fails with an i/o timeout (os.ErrDeadlineExceeded),
 //     as if the SYNs were dropped, and existing streams between the two

@@ -145,6 +145,17 @@ func (n *Network) Block(from, to string) {
 	closeAll(broken)
 }
 
+// Reset breaks the streams between a and b, as a connection reset would,
+// and leaves the path open: a redial succeeds at once.
+func (n *Network) Reset(a, b string) {
+	n.mu.Lock()
+	broken := n.takeStreamsLocked(func(p *pipePair) bool {
+		return (p.a == a && p.b == b) || (p.a == b && p.b == a)
+	})
+	n.mu.Unlock()
+	closeAll(broken)
+}
+
 // Isolate partitions name from every other node the network knows.
 func (n *Network) Isolate(name string) {
 	n.mu.Lock()

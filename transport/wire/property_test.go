@@ -45,9 +45,10 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 		timeout := rapid.Int64Min(0).Draw(t, "timeout")
 		switch Type(rapid.IntRange(1, NumTypes-1).Draw(t, "type")) {
 		case TypePing:
-			return &Ping{}
+			return &Ping{RecvSession: rapid.Uint64().Draw(t, "rs"), Received: rapid.Uint64().Draw(t, "recv"), Closing: rapid.Bool().Draw(t, "closing")}
 		case TypeHello:
-			return &Hello{Version: rapid.Uint8Range(1, 255).Draw(t, "v"), ClusterID: genName(MaxClusterID).Draw(t, "c"), Node: genName(MaxNodeName).Draw(t, "n"), BootID: rapid.Uint64Min(1).Draw(t, "boot")}
+			return &Hello{Version: rapid.Uint8Range(1, 255).Draw(t, "v"), ClusterID: genName(MaxClusterID).Draw(t, "c"), Node: genName(MaxNodeName).Draw(t, "n"), BootID: rapid.Uint64Min(1).Draw(t, "boot"),
+				Session: rapid.Uint64Min(1).Draw(t, "session"), RecvBoot: rapid.Uint64().Draw(t, "rb"), RecvSession: rapid.Uint64().Draw(t, "rs"), Received: rapid.Uint64().Draw(t, "recv")}
 		case TypeLockRequest:
 			return &LockRequest{Epoch: epoch, Lockspace: ls, Resource: res, Lock: lock, Owner: owner, Mode: genMode().Draw(t, "m"), Flags: rapid.Uint32().Draw(t, "f"), Timeout: timeout, TTL: rapid.Int64Min(0).Draw(t, "ttl")}
 		case TypeConvertRequest:

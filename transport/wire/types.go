@@ -5,7 +5,7 @@ import "fmt"
 // Version is the protocol version this build speaks. It is the first byte of
 // every frame header and the Version of the Hello a node sends; a peer with
 // another version is refused at the handshake.
-const Version = 1
+const Version = 2
 
 // Type identifies a message. It occupies the low 7 bits of the header's type
 // byte; the high bit is the reply flag.
