@@ -83,6 +83,9 @@ type recoveryState struct {
 	held               []parked                            // lock messages held back (see admit)
 	incoming           []parked                            // arrivals while held messages are replayed
 	deferred           []deferredUnlock                    // unlocks that wait for the end of a recovery
+	// beforeRebuild, if set (tests only, under mu), runs as Rebuild starts:
+	// a test holds a recovery at its barrier with it.
+	beforeRebuild func(epoch uint64)
 }
 
 type spaceSnapshot struct {
@@ -695,6 +698,12 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 	}
 	vw := n.view.Load()
 	rs := &n.recov
+	rs.mu.Lock()
+	hook := rs.beforeRebuild
+	rs.mu.Unlock()
+	if hook != nil {
+		hook(v.Epoch)
+	}
 	rs.mu.Lock()
 	buf := rs.bufFor(v.Epoch)
 	rs.buf = nil
