@@ -156,7 +156,7 @@ func makePlan(v *view, self *member, all map[string]*wire.Mastery, mine *holding
 		}
 		if missedView(mx, all) {
 			p.fresh[x.name] = true
-			if x == self {
+			if x.name == self.name {
 				p.zombie = true
 			}
 			continue
@@ -167,15 +167,40 @@ func makePlan(v *view, self *member, all map[string]*wire.Mastery, mine *holding
 	for b, o := range v.owner {
 		if k, ok := keep[o.name]; !ok || !k.has(b) {
 			p.gated.add(b)
-			if o == self {
+			if o.name == self.name {
 				p.here.add(b)
 			}
-		} else if o == self {
+		} else if o.name == self.name {
 			p.keep.add(b)
 		}
 	}
 	p.drop = mine.live.minus(p.keep)
 	return p
+}
+
+// suspended updates the holdings as Suspend installs view v with plan p:
+// the tables keep p.keep; the view joins the list (a zombie starts a new
+// list with it, having dropped everything). It reports whether the list
+// grew past what a Mastery carries: the tables are then to be forgotten
+// (announced as none) at the next view, and the list restarts.
+func (h *holdings) suspended(v *view, p *plan) (forget bool) {
+	if p.zombie {
+		*h = holdings{views: []wire.ViewRef{v.ref()}}
+		return false
+	}
+	h.live = p.keep
+	h.views = append(h.views, v.ref())
+	if len(h.views) > wire.MaxMasteryViews {
+		h.views = h.views[len(h.views)-1:]
+		return true
+	}
+	return false
+}
+
+// rebuilt updates the holdings as Rebuild completes view v at self: the
+// tables hold everything self masters in v, rebuilt in v.
+func (h *holdings) rebuilt(v *view, self *member) {
+	*h = holdings{live: v.owned(self), views: []wire.ViewRef{v.ref()}, base: v}
 }
 
 // missedView reports whether another member went through a view, at or

@@ -282,13 +282,10 @@ func (h recoveryHost) Suspend(v recovery.View) {
 	if rs.announced == rs.invalid {
 		rs.invalid, rs.announced = 0, 0 // what was announced covers it
 	}
-	rs.mine.live = p.keep
-	rs.mine.views = append(rs.mine.views, vw.ref())
-	if len(rs.mine.views) > wire.MaxMasteryViews {
-		// Too many views without a rebuild: forget the tables, so that the
-		// next view rebuilds all of them, and keep this view alone.
+	if rs.mine.suspended(vw, p) {
+		// Too many views without a rebuild: the next view rebuilds every
+		// table of this node.
 		rs.invalid++
-		rs.mine.views = rs.mine.views[len(rs.mine.views)-1:]
 	}
 	rs.bufFor(v.Epoch)
 	rs.mu.Unlock()
@@ -296,7 +293,7 @@ func (h recoveryHost) Suspend(v recovery.View) {
 		n.log.Warn("recovery: this node missed a view the others went through; dropping all lock state", "epoch", v.Epoch)
 		n.dropLockState(fmt.Errorf("%w: the cluster went through a view without this node", ErrNoQuorum))
 		rs.mu.Lock()
-		rs.mine = holdings{views: []wire.ViewRef{vw.ref()}}
+		rs.mine.suspended(vw, p) // dropLockState emptied it
 		rs.mu.Unlock()
 	}
 	if p.selfFresh {
@@ -756,7 +753,7 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 		}
 	}
 	rs.mu.Lock()
-	rs.mine = holdings{live: vw.owned(n.self), views: []wire.ViewRef{vw.ref()}, base: vw}
+	rs.mine.rebuilt(vw, n.self)
 	rs.mu.Unlock()
 }
 
