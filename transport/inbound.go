@@ -151,6 +151,9 @@ func (l *Links) sessionFor(h *wire.Hello) uint64 {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !ok {
+		p.renewing = time.Now()
+	}
 	return p.session
 }
 

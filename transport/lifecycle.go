@@ -81,11 +81,18 @@ func (p *peer) runDialling() {
 			close(ic.readDone)
 			ic.ended <- err
 		}()
+		since := time.Now()
 		_, err = p.serve(ic)
 		p.down(err)
 		<-ic.ended // the reader goroutine has ended (serve closed the connection)
 		if p.ctx.Err() != nil {
 			return
+		}
+		if time.Since(since) > p.l.cfg.Backoff.Max {
+			// A connection that lived a while broke (a reset): dial again
+			// at once, so that the session resumes soon. One that breaks
+			// as soon as it is up backs off.
+			attempt = 0
 		}
 		log.Info("connection lost", "err", err)
 	}
@@ -230,10 +237,14 @@ func (p *peer) up(ic *inConn) error {
 			return fmt.Errorf("%w: %s: the session moved during the handshake", errSessionLost, p.name)
 		}
 		p.endSession(fmt.Errorf("the peer (boot %x) did not resume this node's session", hello.BootID))
+		p.mu.Lock()
+		p.renewing = time.Now()
+		p.mu.Unlock()
 		return errNewSession
 	}
 	defer p.mu.Unlock()
 	p.resumeLocked(hello)
+	p.renewing = time.Time{}
 	p.state, p.conn, p.remoteBoot, p.queuedBoot = up, c, hello.BootID, 0
 	p.raw = inlineConn(c)
 	// The connection's reading is lendable as soon as the link is up, so
@@ -278,7 +289,10 @@ func (p *peer) down(err error) {
 	if wasUp {
 		p.downSince = time.Now()
 	}
-	keep := p.state != stopped && !p.overflowed && p.sessionAliveLocked()
+	// A session renewed for a connection about to be installed is kept
+	// too: what was queued for it goes out on that connection.
+	renewing := time.Since(p.renewing) < p.l.cfg.HandshakeTimeout
+	keep := p.state != stopped && !p.overflowed && (p.sessionAliveLocked() || renewing)
 	wasSessUp := p.sessUp
 	p.overflowed = false
 	p.notifyDrainedLocked()

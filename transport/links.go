@@ -600,7 +600,7 @@ func (l *Links) endBatch(scratch []*peer) []*peer {
 
 // goodbyeTimeout bounds how long Close waits for its goodbyes to leave and
 // for its peers to close their side.
-const goodbyeTimeout = 500 * time.Millisecond
+const goodbyeTimeout = 2 * time.Second
 
 // goodbye tells every peer whose link is up that this node is closing (a
 // Ping with Closing), so that it ends its session at once rather than wait

@@ -85,6 +85,11 @@ type peer struct {
 	retain       []byte
 	downSince    time.Time
 	overflowed   bool // the queue passed WriteBufferLimit: the session ends
+	// renewing is when a new session was started for a connection about
+	// to be installed (the handshake found the old one could not go on):
+	// sends queue for it, as for a first connection, for a handshake's
+	// time.
+	renewing time.Time
 }
 
 func newPeer(l *Links, name, addr string) *peer {
@@ -159,7 +164,7 @@ func (p *peer) writableLocked() error {
 	case connecting, up:
 		return nil
 	case down:
-		if p.sessionAliveLocked() {
+		if p.sessionAliveLocked() || time.Since(p.renewing) < p.l.cfg.HandshakeTimeout {
 			return nil
 		}
 		return fmt.Errorf("%w: %s: %v", ErrUnreachable, p.name, p.lastErr)

@@ -38,7 +38,10 @@
 //     connection is what the links' heartbeat and idle timeout detect, and
 //     their tests cover it with a silent peer.
 //   - SetLoss(p) drops each packet with probability p; SetDelay(d) delays
-//     every packet and dial by d.
+//     every packet and dial by d; SetStreamDelay(d) delays every write on a
+//     stream (a batch of link frames) by d.
+//   - Sent(name) counts the bytes a node sent: gossip packets, gossip
+//     streams and link streams, for measurements.
 //   - Crash(name) closes the node's endpoints: packets to it are dropped,
 //     dials to it are refused (ErrRefused), its streams break. Nothing is
 //     sent on its behalf. AddNode(name) afterwards restarts the name with the

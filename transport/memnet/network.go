@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -68,7 +69,44 @@ type Network struct {
 	drop    float64
 	delay   time.Duration
 	streams map[*pipePair]struct{} // open streams, to break on faults
+	// streamDelay delays every write on a stream (atomic: read per write).
+	streamDelay atomic.Int64
+	// sent counts the bytes each node sent, by kind (for measurements).
+	sent map[string]*Traffic
 }
+
+// Traffic is what one node sent on the network: gossip packets, gossip
+// streams (memberlist's push/pull) and link streams, in bytes.
+type Traffic struct {
+	GossipPackets, GossipStreams, Links atomic.Uint64
+}
+
+// Sent returns the bytes node name has sent since the network was made
+// (across its restarts).
+func (n *Network) Sent(name string) (gossipPackets, gossipStreams, links uint64) {
+	t := n.traffic(name)
+	return t.GossipPackets.Load(), t.GossipStreams.Load(), t.Links.Load()
+}
+
+func (n *Network) traffic(name string) *Traffic {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.trafficLocked(name)
+}
+
+func (n *Network) trafficLocked(name string) *Traffic {
+	t := n.sent[name]
+	if t == nil {
+		t = new(Traffic)
+		n.sent[name] = t
+	}
+	return t
+}
+
+// SetStreamDelay delays every write on a stream by d (0 = none): a link's
+// latency, paid by each batch a writer sends. Dials and packets keep the
+// delay SetDelay gives them.
+func (n *Network) SetStreamDelay(d time.Duration) { n.streamDelay.Store(int64(max(d, 0))) }
 
 // New returns an empty network.
 func New(cfg Config) (*Network, error) {
@@ -82,6 +120,7 @@ func New(cfg Config) (*Network, error) {
 		nodes:   map[string]*Node{},
 		byAddr:  map[string]*endpoint{},
 		blocked: map[link]bool{},
+		sent:    map[string]*Traffic{},
 		streams: map[*pipePair]struct{}{},
 	}, nil
 }
