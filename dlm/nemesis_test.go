@@ -79,6 +79,7 @@ type nemesis struct {
 	progress map[int]time.Time
 	clients  map[int][]int // node → its current clients
 	caches   map[*Lockspace]*Cache
+	starts   int // restarts so far
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	values   atomic.Int64
@@ -368,8 +369,12 @@ func (n *nemesis) restart(i int, seed uint64, clientsPerNode int) {
 	n.dead[i] = false
 	n.clients[i] = nil
 	n.mu.Unlock()
+	n.mu.Lock()
+	n.starts++ // a node started again gets new client ids: the old ones' histories stay theirs
+	gen := n.starts
+	n.mu.Unlock()
 	for k := range clientsPerNode {
-		n.startClient(1000+i*clientsPerNode+k, i, seed+uint64(i))
+		n.startClient(1000*gen+i*clientsPerNode+k, i, seed+uint64(i))
 	}
 }
 
