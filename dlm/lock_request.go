@@ -63,7 +63,7 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	}
 	sh := ls.shardOf(h)
 	lk := &Lock{
-		ls: ls, sh: sh, id: n.newLockID(sh), resource: resource, owner: o.owner,
+		ls: ls, sh: sh, id: n.newLockID(sh, h), resource: resource, owner: o.owner,
 		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: time.Now(),
 		state: stWaiting, want: mode, noQueue: o.noQueue,
 	}

@@ -94,7 +94,7 @@ func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 	n.log = n.log.With("node", cfg.Name)
 	// Lock ids increase for the life of the process; starting at a random
 	// point keeps a restarted node from reusing its previous ids.
-	n.nextLockID.Store(randomUint64() >> 24)
+	n.nextLockID.Store(randomUint64() >> 24) // 40 bits: 2^44 ids fit above (see newLockID)
 	met, err := newMetrics(n)
 	if err != nil {
 		return nil, fmt.Errorf("dlm: metrics: %w", err)

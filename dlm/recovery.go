@@ -398,9 +398,9 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
-			for _, lk := range sh.locks {
-				if !p.heldBack(lk.hash) {
-					continue
+			for id, lk := range sh.locks {
+				if !p.gated.has(bucketOfLock(id)) {
+					continue // from the id alone: most locks stay, unread
 				}
 				if rl, ok := lk.reportLocked(sh); ok {
 					lk.reportedAt = v.Epoch
@@ -434,8 +434,8 @@ type routed struct {
 // that a report does not keep the lock traffic of unaffected resources,
 // which shares the connection, waiting for long behind it.
 const (
-	reportLocks = 1024
-	reportBytes = 64 << 10
+	reportLocks = 512
+	reportBytes = 32 << 10
 )
 
 func splitLockReport(to string, r *wire.LockReport) []routed {
@@ -562,8 +562,8 @@ func reportedResource(r master.ResourceState) wire.ReportedResource {
 }
 
 // deliverReports sends reports (to itself directly) and waits for every
-// acknowledgement; at most two are in flight to any one member, so that
-// the lock traffic that shares the connection waits behind little.
+// acknowledgement; at most reportLanes are in flight to any one member, so
+// that the lock traffic that shares the connection waits behind little.
 func (n *Node) deliverReports(ctx context.Context, msgs []routed) error {
 	g, ctx := errgroup.WithContext(ctx)
 	byPeer := map[string][]routed{}
@@ -575,9 +575,9 @@ func (n *Node) deliverReports(ctx context.Context, msgs []routed) error {
 		byPeer[r.to] = append(byPeer[r.to], r)
 	}
 	for _, rs := range byPeer {
-		for lane := range min(2, len(rs)) {
+		for lane := range min(reportLanes, len(rs)) {
 			g.Go(func() error {
-				for i := lane; i < len(rs); i += 2 {
+				for i := lane; i < len(rs); i += reportLanes {
 					if err := n.callUntilAcked(ctx, rs[i]); err != nil {
 						return err
 					}
@@ -588,6 +588,9 @@ func (n *Node) deliverReports(ctx context.Context, msgs []routed) error {
 	}
 	return g.Wait()
 }
+
+// reportLanes is how many reports go to one member at once.
+const reportLanes = 4
 
 // callUntilAcked sends one message until it is acknowledged. A member of
 // the view may be briefly unreachable (its link is reconnecting after it
@@ -721,18 +724,26 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 		}
 		rs.purgedAt.Store(&m)
 	}
+	// The tables kept are served meanwhile: the shards' mutexes are taken
+	// for batches of rebuildBatch locks or resources at a time, so that a
+	// request on a kept resource never waits for a whole shard's purge.
 	purged := 0
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
 			sh.table.RaiseTokenFloor(floor)
-			for _, id := range slices.Collect(sh.table.Nodes()) {
-				if purge[id] {
-					purged += sh.table.PurgeNode(id)
+			ids := slices.Collect(sh.table.Nodes())
+			sh.mu.Unlock()
+			for _, id := range ids {
+				for more := purge[id]; more; {
+					var k int
+					sh.mu.Lock()
+					k, more = sh.table.PurgeNodeUpTo(id, rebuildBatch)
+					ls.deliver(sh)
+					sh.mu.Unlock()
+					purged += k
 				}
 			}
-			ls.deliver(sh)
-			sh.mu.Unlock()
 		}
 	}
 	n.met.purged.Add(float64(purged))
@@ -741,10 +752,12 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 	}
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
-			sh.mu.Lock()
-			sh.table.FinishRecovery()
-			ls.deliver(sh)
-			sh.mu.Unlock()
+			for more := true; more; {
+				sh.mu.Lock()
+				more = sh.table.FinishRecoveryUpTo(rebuildBatch)
+				ls.deliver(sh)
+				sh.mu.Unlock()
+			}
 		}
 	}
 	for b := range numBuckets {
@@ -756,6 +769,10 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 	rs.mine.rebuilt(vw, n.self)
 	rs.mu.Unlock()
 }
+
+// rebuildBatch is how many locks or resources a rebuild handles under one
+// hold of a shard's mutex.
+const rebuildBatch = 256
 
 // purgeSet returns the nodes whose locks the tables this node keeps must
 // lose: every node that is not a member of v, a member whose boot is not
@@ -799,29 +816,49 @@ func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v *view, p *plan) {
 			members[m.id] = true
 		}
 	}
-	slices.SortFunc(sp.locks, func(a, b master.LockState) int {
-		if c := cmp.Compare(a.Resource, b.Resource); c != 0 {
+	// Group the locks by resource: sorted by resource hash, the name only
+	// breaking ties (two names with one hash), then by node and id, so that
+	// a resource's locks are restored in the same order on every run.
+	keyed := make([]hashedLock, len(sp.locks))
+	for i := range sp.locks {
+		keyed[i] = hashedLock{resourceHash(ls.seed, sp.locks[i].Resource), &sp.locks[i]}
+	}
+	slices.SortFunc(keyed, func(a, b hashedLock) int {
+		if c := cmp.Compare(a.h, b.h); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.Lock.Node, b.Lock.Node); c != 0 {
+		if c := cmp.Compare(a.l.Resource, b.l.Resource); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Lock.ID, b.Lock.ID)
+		if c := cmp.Compare(a.l.Lock.Node, b.l.Lock.Node); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.l.Lock.ID, b.l.Lock.ID)
 	})
-	for locks := sp.locks; len(locks) > 0; {
+	var group []master.LockState
+	for rest := keyed; len(rest) > 0; {
 		n := 1
-		for n < len(locks) && locks[n].Resource == locks[0].Resource {
+		for n < len(rest) && rest[n].h == rest[0].h && rest[n].l.Resource == rest[0].l.Resource {
 			n++
 		}
-		name := locks[0].Resource
-		if p.rebuildsHere(resourceHash(ls.seed, name)) {
-			ls.restoreResource(locks[:n], sp.masters[name], members)
+		if p.rebuildsHere(rest[0].h) {
+			group = group[:0]
+			for _, k := range rest[:n] {
+				group = append(group, *k.l)
+			}
+			ls.restoreResource(group, sp.masters[rest[0].l.Resource], members)
 		}
-		locks = locks[n:]
+		rest = rest[n:]
 	}
 	// Value blocks of moved resources that no survivor reported a lock on
 	// are gone with the resource, as in VMS: a resource lives while it has
 	// a lock.
+}
+
+// hashedLock is a reported lock with its resource's hash, for grouping.
+type hashedLock struct {
+	h uint64
+	l *master.LockState
 }
 
 // restoreResource restores one resource from its holders' reports (all for
