@@ -308,7 +308,9 @@ func BenchmarkClusterSize(b *testing.B) {
 			for i := 1; i < nodes; i++ {
 				names = append(names, resourcesOn(b, c, i, 4)...)
 			}
-			sent := func(types ...string) float64 {
+			// sum adds up a transport counter (messages or bytes sent) over
+			// every node, for the message types given.
+			sum := func(metric string, types ...string) float64 {
 				total := 0.0
 				for _, reg := range regs {
 					mfs, err := reg.Gather()
@@ -316,15 +318,13 @@ func BenchmarkClusterSize(b *testing.B) {
 						b.Fatal(err)
 					}
 					for _, mf := range mfs {
-						if mf.GetName() != "dlm_transport_messages_sent_total" && mf.GetName() != "dlm_transport_bytes_sent_total" {
+						if mf.GetName() != metric {
 							continue
 						}
 						for _, m := range mf.GetMetric() {
 							for _, lp := range m.GetLabel() {
 								if lp.GetName() == "type" && slices.Contains(types, lp.GetValue()) {
-									if (mf.GetName() == "dlm_transport_bytes_sent_total") == (types[0] == "bytes") {
-										total += m.GetCounter().GetValue()
-									}
+									total += m.GetCounter().GetValue()
 								}
 							}
 						}
@@ -332,6 +332,7 @@ func BenchmarkClusterSize(b *testing.B) {
 				}
 				return total
 			}
+			const msgs, bytes = "dlm_transport_messages_sent_total", "dlm_transport_bytes_sent_total"
 			lockTypes := []string{"lock_request", "completion", "unlock_request", "cancel_request", "blocking"}
 			// background: 2 s of an idle cluster
 			var gossip0 uint64
@@ -339,14 +340,14 @@ func BenchmarkClusterSize(b *testing.B) {
 				p, s, _ := c.net.Sent(name)
 				gossip0 += p + s
 			}
-			hb0 := sent("bytes", "heartbeat", "heartbeat_ack")
+			hb0 := sum(bytes, "heartbeat", "heartbeat_ack")
 			time.Sleep(2 * time.Second)
 			var gossip1 uint64
 			for _, name := range c.names {
 				p, s, _ := c.net.Sent(name)
 				gossip1 += p + s
 			}
-			hb1 := sent("bytes", "heartbeat", "heartbeat_ack")
+			hb1 := sum(bytes, "heartbeat", "heartbeat_ack")
 			ctx := context.Background()
 			for i := range 200 { // warm up
 				lk, err := c.ls[0].Lock(ctx, names[i%len(names)], modes.EX)
@@ -355,7 +356,7 @@ func BenchmarkClusterSize(b *testing.B) {
 				}
 				mustUnlock(b, lk)
 			}
-			msgs0 := sent(lockTypes...)
+			msgs0 := sum(msgs, lockTypes...)
 			b.ResetTimer()
 			b.StartTimer()
 			for i := range b.N {
@@ -369,9 +370,84 @@ func BenchmarkClusterSize(b *testing.B) {
 			}
 			b.StopTimer()
 			time.Sleep(10 * time.Millisecond) // the last unlock leaves
-			b.ReportMetric((sent(lockTypes...)-msgs0)/float64(b.N), "lock-msgs/op")
+			b.ReportMetric((sum(msgs, lockTypes...)-msgs0)/float64(b.N), "lock-msgs/op")
 			b.ReportMetric(float64(gossip1-gossip0)/float64(nodes)/2, "gossip-B/node/s")
 			b.ReportMetric((hb1-hb0)/float64(nodes)/2, "heartbeat-B/node/s")
+		})
+	}
+}
+
+// TestScaleTable measures, in fake time (synctest) with every link write
+// delayed by 100 µs, a remote lock+unlock's latency and the lock messages it
+// takes on clusters of 3 to 65 nodes, and the background traffic per node
+// (gossip, and the quorum lease's heartbeats): deterministic figures for
+// docs/BENCHMARKS.md, where the real-time BenchmarkClusterSize shares two
+// cores among all the nodes. It asserts nothing; DLM_SCALE_TABLE=1 runs it.
+func TestScaleTable(t *testing.T) {
+	if os.Getenv("DLM_SCALE_TABLE") == "" {
+		t.Skip("a measurement; DLM_SCALE_TABLE=1 runs it")
+	}
+	const delay = 100 * time.Microsecond
+	for _, nodes := range []int{3, 5, 9, 17, 33, 65} {
+		synctestRun(t, func(t *testing.T) {
+			regs := make([]*prometheus.Registry, nodes)
+			var mu sync.Mutex
+			k := 0
+			c := startMem(t, nodes, func(cfg *Config) {
+				mu.Lock()
+				regs[k] = prometheus.NewRegistry()
+				cfg.Registerer = regs[k]
+				k++
+				mu.Unlock()
+			})
+			defer c.close()
+			c.net.SetStreamDelay(delay)
+			var names []string
+			for i := 1; i < nodes; i++ {
+				names = append(names, c.resourceOn(i, fmt.Sprintf("scale%d", i)))
+			}
+			sum := func(metric string, types ...string) float64 {
+				total := 0.0
+				for _, reg := range regs {
+					mfs, _ := reg.Gather()
+					for _, mf := range mfs {
+						if mf.GetName() != metric {
+							continue
+						}
+						for _, m := range mf.GetMetric() {
+							for _, lp := range m.GetLabel() {
+								if lp.GetName() == "type" && slices.Contains(types, lp.GetValue()) {
+									total += m.GetCounter().GetValue()
+								}
+							}
+						}
+					}
+				}
+				return total
+			}
+			lockTypes := []string{"lock_request", "completion", "unlock_request", "cancel_request", "blocking"}
+			gossip := func() uint64 {
+				var g uint64
+				for _, name := range c.names {
+					p, s, _ := c.net.Sent(name)
+					g += p + s
+				}
+				return g
+			}
+			g0, hb0 := gossip(), sum("dlm_transport_bytes_sent_total", "heartbeat", "heartbeat_ack")
+			time.Sleep(10 * time.Second)
+			g1, hb1 := gossip(), sum("dlm_transport_bytes_sent_total", "heartbeat", "heartbeat_ack")
+			m0 := sum("dlm_transport_messages_sent_total", lockTypes...)
+			const ops = 200
+			start := time.Now()
+			for i := range ops {
+				mustUnlock(t, mustLock(t, c.ls[0], names[i%len(names)], modes.EX))
+			}
+			took := time.Since(start)
+			time.Sleep(10 * time.Millisecond) // the last unlock leaves
+			t.Logf("nodes=%d: lock+unlock %v (fake time, %v per link write), %.2f lock messages per lock+unlock, gossip %.0f B/node/s, heartbeats %.0f B/node/s",
+				nodes, took/ops, delay, (sum("dlm_transport_messages_sent_total", lockTypes...)-m0)/ops,
+				float64(g1-g0)/float64(nodes)/10, (hb1-hb0)/float64(nodes)/10)
 		})
 	}
 }
