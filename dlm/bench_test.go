@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/seed-a6839e30/dlm/internal/pingpong"
 	"github.com/seed-a6839e30/dlm/modes"
 )
@@ -129,58 +127,6 @@ func BenchmarkClusterThroughput(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "pairs/s")
-}
-
-// BenchmarkRecovery measures a recovery on 5 nodes (over the in-process
-// network, in real time) after one of them is halted: from the commit of
-// the view without it to locking re-enabled, on the view's coordinator. It
-// reports the recovery's work (ms/recovery) apart from the lock-delay, the
-// fixed wait for the halted node's lease to run out (lockdelay-ms).
-func BenchmarkRecovery(b *testing.B) {
-	for _, locks := range []int{10_000, 100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("locks=%d", locks), func(b *testing.B) {
-			for range b.N {
-				benchRecovery(b, locks)
-			}
-		})
-	}
-}
-
-func benchRecovery(b *testing.B, locks int) {
-	b.StopTimer()
-	c := startMem(b, 5, func(cfg *Config) { cfg.MaxLocks = 0 })
-	defer c.close()
-	ctx := context.Background()
-	var g errgroup.Group
-	for w := range 5 {
-		g.Go(func() error {
-			for i := w; i < locks; i += 5 {
-				if _, err := c.ls[i%5].Lock(ctx, fmt.Sprintf("rec/%d", i), modes.EX); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		b.Fatal(err)
-	}
-	before := c.nodes[0].rec.View().Epoch
-	b.StartTimer()
-	c.kill(4)
-	for {
-		st := c.nodes[0].rec.LastStats()
-		if st.Epoch > before && c.nodes[0].rec.Serving() {
-			b.StopTimer()
-			b.ReportMetric(float64(st.Work().Microseconds())/1000, "ms/recovery")
-			b.ReportMetric(float64(st.LockDelay.Microseconds())/1000, "lockdelay-ms")
-			b.ReportMetric(float64(st.Rebuild.Microseconds())/1000, "rebuild-ms")
-			b.ReportMetric(float64(st.Report.Microseconds())/1000, "report-ms")
-			b.ReportMetric(float64((st.Barrier1+st.Barrier2).Microseconds())/1000, "barrier-ms")
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // BenchmarkFailoverTCP measures, on 3 nodes over loopback TCP with the

@@ -171,7 +171,7 @@ func (c *cluster) start(names []string, configure func(int, *Config)) error {
 	c.t.Helper()
 	c.nodes = make([]*Node, len(names))
 	g, ctx := errgroup.WithContext(context.Background())
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second+time.Duration(len(names))*time.Second) // big clusters take longer to agree their first view
 	defer cancel()
 	for i, name := range names {
 		cfg := DefaultConfig()

@@ -125,7 +125,7 @@ func detectorOf(vw *view) string { return vw.members[0].name }
 func (d *deadlocks) report() {
 	n := d.n
 	vw := n.view.Load()
-	if !n.serving() || n.epoch() != vw.epoch {
+	if !n.settled() || n.epoch() != vw.epoch {
 		return
 	}
 	edges, ok := d.collect(vw.epoch)
@@ -159,7 +159,7 @@ func (d *deadlocks) collect(epoch uint64) ([]wire.WaitEdge, bool) {
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
-			if !n.serving() || n.epoch() != epoch { // the table may be another view's
+			if !n.settled() || n.epoch() != epoch { // the table may be another view's
 				sh.mu.Unlock()
 				return nil, false
 			}
@@ -248,7 +248,7 @@ func (d *deadlocks) detect(now time.Time) {
 	n := d.n
 	vw := n.view.Load()
 	d.mu.Lock()
-	if detectorOf(vw) != n.self.name || !n.serving() || n.epoch() != vw.epoch {
+	if detectorOf(vw) != n.self.name || !n.settled() || n.epoch() != vw.epoch {
 		d.reports, d.round = nil, nil
 		d.mu.Unlock()
 		return
@@ -448,7 +448,7 @@ func (n *Node) confirmEdges(epoch uint64, edges []wire.WaitEdge) []bool {
 		}
 		sh := ls.shardOf(resourceHash(ls.seed, e.Resource))
 		sh.mu.Lock()
-		held[i] = n.serving() && n.epoch() == epoch && sh.table.EdgeHolds(masterEdge(e))
+		held[i] = n.settled() && n.epoch() == epoch && sh.table.EdgeHolds(masterEdge(e))
 		sh.mu.Unlock()
 	}
 	return held
@@ -472,7 +472,7 @@ func (n *Node) onDeadlockFail(from string, m *wire.DeadlockFail) {
 	sh := ls.shardOf(resourceHash(ls.seed, m.Resource))
 	sh.mu.Lock()
 	err := ErrUnavailable
-	if n.serving() && n.epoch() == m.Epoch {
+	if n.settled() && n.epoch() == m.Epoch {
 		err = sh.table.FailRequest(id, m.Gen, fmt.Errorf("%w: %w: %s", master.ErrDeadlock, errCycle, m.Detail))
 		ls.deliver(sh)
 	}

@@ -784,9 +784,11 @@ func TestDeadlockOwnerWaitsForItself(t *testing.T) {
 }
 
 // A view change in the middle: the detector (the lowest-named member) dies
-// after the cycle formed and before it was found. The new view's detector
-// starts over from the new epoch's reports, and the restored requests' waits
-// are timed from the rebuild: one victim, DeadlockWait after the recovery.
+// after the cycle formed and before it was found; it also masters one of
+// the two resources, which moves. The new view's detector starts over from
+// the new epoch's reports, and the moved resource's restored request waits
+// from the rebuild (the other resource's master kept its table, and its
+// request's wait): one victim, DeadlockWait after the recovery.
 func TestDeadlockDetectorDiesMidway(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
 		c := deadlockCluster(t, 5, testDeadlockWait, nil)
@@ -794,7 +796,7 @@ func TestDeadlockDetectorDiesMidway(t *testing.T) {
 		if detectorOf(c.nodes[0].view.Load()) != c.nodes[0].Name() {
 			t.Fatal("node 0 is not the detector")
 		}
-		rA, rB := c.resourceOn(1, "dd-a"), c.resourceOn(2, "dd-b")
+		rA, rB := c.resourceOn(0, "dd-a"), c.resourceOn(2, "dd-b")
 		oA, oB := c.ls[1].NewOwner(), c.ls[2].NewOwner()
 		hA, hB := mustOwnerLock(t, oA, rA, modes.EX), mustOwnerLock(t, oB, rB, modes.EX)
 		wA, wB := lockAsync(bg, oA, rB, modes.EX), lockAsync(bg, oB, rA, modes.EX)

@@ -140,13 +140,19 @@
 // lease: it serves only while a majority of Members acknowledged it
 // recently. A node that loses its lease (a partition's minority side, a
 // node that was paused) stops granting, fails its waiting requests with
-// ErrNoQuorum and reports its locks lost (Lost closes). After a view
-// change every lock is reported to its master in the new view and the
-// tables are rebuilt; a request whose master cannot be reached waits
-// (within its context) and is sent again, or is carried by the recovery. A
-// removed node's locks go to others only after the lock-delay, when its
-// lease has certainly run out: with the default timing a crashed node's
-// locks are free again about 1.8 to 2.2 s after it stopped.
+// ErrNoQuorum and reports its locks lost (Lost closes). A view change
+// moves only the resources whose master changes (a leaving node's share,
+// or a joining node's): their holders report them to the new master, which
+// rebuilds them, and calls on them wait for the recovery; every other
+// resource keeps its table and is served throughout. A removed node's
+// locks go to others only after the lock-delay, when its lease has
+// certainly run out: with the default timing a crashed node's locks are
+// free again about 1.8 to 2.2 s after it stopped; only what waits behind
+// them waits that long. A broken connection between two members loses
+// nothing (the next one resends it); a request whose master cannot be
+// reached waits (within its context) and is sent again, or is carried by
+// the recovery. A reported lock its new master cannot restore is lost, and
+// its holder is told (Lost closes).
 //
 // The protocol, its timing and what it assumes are in
 // docs/design/recovery.md in the repository.
@@ -159,8 +165,9 @@
 // dlm_blocking_notifications_total; dlm_deadlocks_total by kind;
 // dlm_limit_rejections_total by limit; dlm_cache_acquires_total by
 // result; dlm_locks_lost_total; dlm_client_locks; dlm_mastered_resources and
-// dlm_mastered_locks per lockspace; dlm_recovery_locks_rebuilt_total and
-// dlm_recovery_locks_purged_total), the recovery package's (dlm_epoch,
+// dlm_mastered_locks per lockspace; dlm_recovery_locks_rebuilt_total,
+// dlm_recovery_locks_purged_total, dlm_recovery_locks_lost_total and
+// dlm_recovery_moving_buckets), the recovery package's (dlm_epoch,
 // dlm_quorum, dlm_recoveries_total, dlm_recovery_phase_seconds by phase,
 // dlm_evictions_total, dlm_view_proposals_total, dlm_resyncs_requested_total)
 // and the transport's (dlm_transport_* and dlm_membership_*).

@@ -12,37 +12,35 @@ import (
 
 // gate says whether this node serves lock traffic, and lets operations wait
 // for it. A node serves once it is a member of a view whose recovery it has
-// completed, while it holds its quorum lease.
+// completed, while it holds its quorum lease. During a later recovery it
+// goes on serving, except the buckets that move (recoveryState.plan): an
+// operation on one of those waits until the recovery is done.
 //
-//	recovering  a view's recovery is under way: operations wait for it
+//	joined      a recovery completed here since the node started (or since
+//	            it last dropped its lock state): until then operations wait
 //	noQuorum    the lease is lost (or the node was evicted): operations fail
 //	            with ErrNoQuorum at once
 //	closed      Close was called: operations fail with ErrClosed
 type gate struct {
 	serving atomic.Bool // the fast path's one load
-	// inRecovery mirrors recovering for readers that need only it (every
-	// incoming lock message asks), without the mutex.
-	inRecovery atomic.Bool
 
-	mu         sync.Mutex
-	recovering bool
-	noQuorum   bool
-	closed     bool
-	resumed    chan struct{} // closed when recovery ends
+	mu       sync.Mutex
+	joined   bool
+	noQuorum bool
+	closed   bool
+	joinedCh chan struct{} // closed when joined becomes true
 
-	epoch  atomic.Uint64 // epoch lock messages carry
-	accept atomic.Uint64 // completions of an older epoch are dropped
+	epoch atomic.Uint64 // epoch lock messages carry: the view installed last
 }
 
 func (g *gate) init() {
-	g.recovering, g.noQuorum = true, true
-	g.resumed = make(chan struct{})
+	g.noQuorum = true
+	g.joinedCh = make(chan struct{})
 	g.updateLocked() // not shared yet
 }
 
 func (g *gate) updateLocked() {
-	g.serving.Store(!g.recovering && !g.noQuorum && !g.closed)
-	g.inRecovery.Store(g.recovering)
+	g.serving.Store(g.joined && !g.noQuorum && !g.closed)
 }
 
 func (g *gate) close() {
@@ -52,8 +50,40 @@ func (g *gate) close() {
 	g.mu.Unlock()
 }
 
-// waitServing returns nil once the node serves, waiting while a recovery is
-// under way; ErrNoQuorum or ErrClosed if it cannot serve.
+// join: a recovery completed here.
+func (g *gate) join() {
+	g.mu.Lock()
+	if !g.joined {
+		g.joined = true
+		close(g.joinedCh)
+	}
+	g.updateLocked()
+	g.mu.Unlock()
+}
+
+// unjoin: the node has no lock state of its own (it was evicted, or found
+// itself a zombie, or is new in the view): it serves nothing until the
+// recovery under way completes, since the others purge whatever it held
+// meanwhile.
+func (g *gate) unjoin() {
+	g.mu.Lock()
+	if g.joined {
+		g.joined = false
+		g.joinedCh = make(chan struct{})
+	}
+	g.updateLocked()
+	g.mu.Unlock()
+}
+
+func (g *gate) setQuorum(ok bool) {
+	g.mu.Lock()
+	g.noQuorum = !ok
+	g.updateLocked()
+	g.mu.Unlock()
+}
+
+// waitServing returns nil once the node serves, waiting while it has not
+// joined; ErrNoQuorum or ErrClosed if it cannot serve.
 func (n *Node) waitServing(ctx context.Context) error {
 	for {
 		if n.gate.serving.Load() {
@@ -61,14 +91,14 @@ func (n *Node) waitServing(ctx context.Context) error {
 		}
 		g := &n.gate
 		g.mu.Lock()
-		closed, noQuorum, recovering, ch := g.closed, g.noQuorum, g.recovering, g.resumed
+		closed, noQuorum, joined, ch := g.closed, g.noQuorum, g.joined, g.joinedCh
 		g.mu.Unlock()
 		switch {
 		case closed:
 			return ErrClosed
-		case !recovering && noQuorum:
+		case joined && noQuorum:
 			return ErrNoQuorum
-		case !recovering:
+		case joined:
 			continue
 		}
 		select {
@@ -79,18 +109,44 @@ func (n *Node) waitServing(ctx context.Context) error {
 	}
 }
 
+// waitFor is waitServing for an operation on the resource with hash h: it
+// also waits while a recovery rebuilds the resource's bucket.
+func (n *Node) waitFor(ctx context.Context, h uint64) error {
+	for {
+		if err := n.waitServing(ctx); err != nil {
+			return err
+		}
+		p := n.recov.plan.Load()
+		if !p.heldBack(h) {
+			return nil
+		}
+		select {
+		case <-p.resumed:
+		case <-ctx.Done():
+			return ctxError(ctx.Err())
+		}
+	}
+}
+
 // epoch returns the epoch this node's lock messages carry.
 func (n *Node) epoch() uint64 { return n.gate.epoch.Load() }
 
-// serving reports whether the node serves lock traffic now. Senders check
-// it under their shard's mutex: Suspend sweeps every shard after closing
-// the gate, so a message either leaves before the sweep (and the lock is
-// reported as it then stood) or not at all.
+// serving reports whether the node serves lock traffic now (some buckets
+// may still be held back: heldBack). Senders check it under their shard's
+// mutex.
 func (n *Node) serving() bool { return n.gate.serving.Load() }
 
-// recovering reports whether a recovery is under way (the tables are being
-// rebuilt).
-func (n *Node) recovering() bool { return n.gate.inRecovery.Load() }
+// heldBack reports whether a recovery holds back operations on the
+// resource with hash h now. Senders check it under their shard's mutex:
+// Report sweeps every shard after the plan is installed, so a message about
+// a moving bucket either leaves before the sweep (and the lock is reported
+// as it then stood) or not at all.
+func (n *Node) heldBack(h uint64) bool { return n.recov.plan.Load().heldBack(h) }
+
+// settled reports whether the node serves and no recovery is under way:
+// what deadlock detection needs, since tables being rebuilt say nothing
+// of the waits on them.
+func (n *Node) settled() bool { return n.serving() && n.recov.plan.Load() == nil }
 
 // deferUnlock keeps the release of lk for after the recovery; lk leaves this
 // node's books now, so it is not reported (or, if it was already, the

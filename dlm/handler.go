@@ -21,15 +21,14 @@ func (n *Node) handle(in transport.Inbound) {
 	case *wire.LockReport, *wire.MasterReport:
 		n.onReport(in)
 		return
+	case *wire.Mastery:
+		n.onMastery(in, m)
+		return
 	case *wire.Completion:
-		if m.Epoch >= n.gate.accept.Load() {
-			n.onCompletion(m)
-		}
+		n.onCompletion(m)
 		return
 	case *wire.Blocking:
-		if m.Epoch >= n.gate.accept.Load() {
-			n.onBlocking(m)
-		}
+		n.onBlocking(m)
 		return
 	case *wire.DeadlockReport:
 		n.deadlocks.accept(in.From, m)
@@ -41,58 +40,141 @@ func (n *Node) handle(in transport.Inbound) {
 		n.onDeadlockFail(in.From, m)
 		return
 	}
-	from := n.view.Load().byName[in.From]
-	if from == nil || !n.admit(in) {
+	n.handleRequest(in, false)
+}
+
+// handleRequest admits and runs a lock request, conversion, unlock, cancel
+// or renewal; replay says it was held back and is handed on again.
+func (n *Node) handleRequest(in transport.Inbound, replay bool) {
+	var ls *Lockspace
+	var h uint64
+	switch m := in.Msg.(type) {
+	case *wire.LockRequest:
+		ls, h = n.target(m.Lockspace, m.Resource)
+	case *wire.ConvertRequest:
+		ls, h = n.target(m.Lockspace, m.Resource)
+	case *wire.UnlockRequest:
+		ls, h = n.target(m.Lockspace, m.Resource)
+	case *wire.CancelRequest:
+		ls, h = n.target(m.Lockspace, m.Resource)
+	case *wire.Renew:
+		ls = n.lockspace(m.Lockspace)
+	default:
+		n.log.Debug("unexpected message", "from", in.From, "type", in.Msg.Type().String())
+		return
+	}
+	from := n.admit(in, h, replay)
+	if from == nil {
 		return
 	}
 	switch m := in.Msg.(type) {
 	case *wire.LockRequest:
-		n.onLockRequest(from, m)
+		n.onLockRequest(from, m, ls, h)
 	case *wire.ConvertRequest:
-		n.onConvertRequest(from, m)
+		n.onConvertRequest(from, m, ls, h)
 	case *wire.UnlockRequest:
-		n.onUnlockRequest(from, m)
+		n.onUnlockRequest(from, m, ls, h)
 	case *wire.CancelRequest:
-		n.onCancelRequest(from, m)
+		n.onCancelRequest(from, m, ls, h)
 	case *wire.Renew:
-		n.onRenew(from, in.ReplyTo, m)
-	default:
-		n.log.Debug("unexpected message", "from", in.From, "type", in.Msg.Type().String())
+		n.onRenew(from, in, m, ls, replay)
 	}
 }
 
-// admit decides what happens to a lock request by its epoch. One of an
-// older epoch is dropped: its sender's recovery report says whatever it
-// still holds or waits for. One of the epoch being recovered, or a newer
-// one, waits for the end of the recovery. Without quorum, a request or a
-// conversion is refused (ErrNoQuorum), while releases and cancels, always
-// safe, go through.
-func (n *Node) admit(in transport.Inbound) bool {
+// target returns the lockspace (created on a master's first request for
+// it) and the hash of a resource.
+func (n *Node) target(lockspace, resource string) (*Lockspace, uint64) {
+	ls := n.lockspace(lockspace)
+	return ls, resourceHash(ls.seed, resource)
+}
+
+// admit decides what happens to a lock message about the resource with
+// hash h (0 for a Renew, which names no resource), and returns its sender
+// if it is to be run now.
+//
+//   - Of a newer epoch than this node's: held until this node installs
+//     that view (its Suspend).
+//   - From a node that is not a member of the view (or another boot of
+//     it), or of an epoch before this node purged the sender's locks:
+//     dropped, as older than the purge.
+//   - About a bucket rebuilt here since its epoch, or being rebuilt now
+//     with an earlier epoch: dropped; the reports the bucket is rebuilt
+//     from say whatever the sender still holds or waits for.
+//   - About a bucket being rebuilt here, of the current epoch: held until
+//     Resume.
+//   - Without quorum, a request or a conversion is refused (ErrNoQuorum),
+//     while releases and cancels, always safe, go through.
+//
+// Everything else runs now, whatever its epoch: the bucket's table was
+// kept, and the message is in the order its sender sent it.
+func (n *Node) admit(in transport.Inbound, h uint64, replay bool) *member {
+	rs := &n.recov
+	if !replay && rs.replaying.Load() && n.holdIf(in, replay, func() bool { return false }) {
+		return nil // queued behind the messages being replayed
+	}
 	e := requestEpoch(in.Msg)
+	if cur := n.epoch(); e > cur && n.holdIf(in, replay, func() bool { return e > n.epoch() }) {
+		return nil
+	}
 	cur := n.epoch()
-	switch {
-	case e < cur:
-		return false
-	case e > cur || n.recovering():
-		n.park(in)
-		return false
-	case n.serving():
-		return true
+	from := n.view.Load().byName[in.From]
+	if from == nil || from.bootID != in.BootID {
+		return nil
+	}
+	if e < cur {
+		if pm := rs.purgedAt.Load(); pm != nil && e < (*pm)[from.id] {
+			return nil
+		}
+	}
+	if _, renew := in.Msg.(*wire.Renew); !renew {
+		if e < rs.rebuiltAt[bucketOf(h)].Load() {
+			return nil
+		}
+		if rs.plan.Load().rebuildsHere(h) {
+			if e < cur {
+				return nil
+			}
+			if n.holdIf(in, replay, func() bool { return rs.plan.Load().rebuildsHere(h) }) {
+				return nil
+			}
+		}
+	}
+	if n.serving() {
+		return from
 	}
 	switch m := in.Msg.(type) {
 	case *wire.LockRequest:
 		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
-		return false
+		return nil
 	case *wire.ConvertRequest:
 		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
-		return false
+		return nil
 	case *wire.Renew:
 		if in.ReplyTo.IsRequest() {
 			_ = n.links.Reply(in.ReplyTo, &wire.Completion{Epoch: cur, Lockspace: m.Lockspace, Lock: m.Locks[0], Status: wire.StatusError, Err: ErrNoQuorum.Error()})
 		}
-		return false
+		return nil
 	}
-	return true
+	return from
+}
+
+// holdIf holds the message back if still() says it must wait (checked
+// under rs.mu, against a Suspend or Resume that changes the answer) or a
+// replay is under way (it then queues behind it), and reports whether it
+// did; if not, the caller runs its checks again.
+func (n *Node) holdIf(in transport.Inbound, replay bool, still func() bool) bool {
+	rs := &n.recov
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	switch {
+	case !replay && rs.replaying.Load():
+		rs.holdLocked(n, &rs.incoming, in)
+		return true
+	case still():
+		rs.holdLocked(n, &rs.held, in)
+		return true
+	}
+	return false
 }
 
 func requestEpoch(m wire.Message) uint64 {
@@ -116,29 +198,22 @@ func (n *Node) refuseNoQuorum(to, lockspace string, lock uint64) {
 	_ = n.links.Send(to, c)
 }
 
-// masterShard finds the shard that masters resource in lockspace, creating
-// the lockspace if this is the first request for it.
-func (n *Node) masterShard(lockspace, resource string) (*Lockspace, *shard) {
-	ls := n.lockspace(lockspace)
-	return ls, ls.shardOf(resourceHash(ls.seed, resource))
-}
-
-// masters reports whether this node masters resource in the current view.
-// A request of the current epoch always reaches its master (every node of
-// the view routes alike); this guards against a bug ever splitting one.
-func (n *Node) masters(ls *Lockspace, resource string) bool {
-	if n.view.Load().masterOf(resourceHash(ls.seed, resource)).name == n.self.name {
+// masters reports whether this node masters the resource with hash h in
+// the current view. A request of an older view may still reach the node
+// that mastered it then; its sender reports the lock to the new master.
+func (n *Node) masters(ls *Lockspace, resource string, h uint64) bool {
+	if n.view.Load().masterOf(h).name == n.self.name {
 		return true
 	}
-	n.log.Error("request for a resource this node does not master; dropped", "lockspace", ls.name, "resource", resource)
+	n.log.Debug("request for a resource this node does not master; dropped", "lockspace", ls.name, "resource", resource)
 	return false
 }
 
-func (n *Node) onLockRequest(from *member, m *wire.LockRequest) {
-	ls, sh := n.masterShard(m.Lockspace, m.Resource)
-	if !n.masters(ls, m.Resource) {
+func (n *Node) onLockRequest(from *member, m *wire.LockRequest, ls *Lockspace, h uint64) {
+	if !n.masters(ls, m.Resource, h) {
 		return
 	}
+	sh := ls.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	res, err := ls.tableRequest(sh, master.Request{
@@ -153,11 +228,11 @@ func (n *Node) onLockRequest(from *member, m *wire.LockRequest) {
 	}
 }
 
-func (n *Node) onConvertRequest(from *member, m *wire.ConvertRequest) {
-	ls, sh := n.masterShard(m.Lockspace, m.Resource)
-	if !n.masters(ls, m.Resource) {
+func (n *Node) onConvertRequest(from *member, m *wire.ConvertRequest, ls *Lockspace, h uint64) {
+	if !n.masters(ls, m.Resource, h) {
 		return
 	}
+	sh := ls.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	res, err := ls.tableConvert(sh, master.Convert{
@@ -187,8 +262,8 @@ func (ls *Lockspace) reply(sh *shard, to *member, lock uint64, res master.Result
 	}
 }
 
-func (n *Node) onUnlockRequest(from *member, m *wire.UnlockRequest) {
-	ls, sh := n.masterShard(m.Lockspace, m.Resource)
+func (n *Node) onUnlockRequest(from *member, m *wire.UnlockRequest, ls *Lockspace, h uint64) {
+	sh := ls.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	err := ls.tableRelease(sh, master.Release{
@@ -199,8 +274,8 @@ func (n *Node) onUnlockRequest(from *member, m *wire.UnlockRequest) {
 	}
 }
 
-func (n *Node) onCancelRequest(from *member, m *wire.CancelRequest) {
-	ls, sh := n.masterShard(m.Lockspace, m.Resource)
+func (n *Node) onCancelRequest(from *member, m *wire.CancelRequest, ls *Lockspace, h uint64) {
+	sh := ls.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	// A cancel that finds nothing queued lost a race with the grant, whose
@@ -210,17 +285,24 @@ func (n *Node) onCancelRequest(from *member, m *wire.CancelRequest) {
 
 // onRenew restarts the TTL of each lock in the batch and answers with a
 // granted completion when every one of them was renewed, expired when one
-// was not (the table no longer has it).
-func (n *Node) onRenew(from *member, to transport.ReplyTo, m *wire.Renew) {
-	ls := n.lockspace(m.Lockspace)
+// was not (the table no longer has it). While this node rebuilds buckets,
+// a lock not found may be in one of them: the renewal then waits for the
+// end of the rebuild (the locks found are renewed now, and again then).
+func (n *Node) onRenew(from *member, in transport.Inbound, m *wire.Renew, ls *Lockspace, replay bool) {
 	status := wire.StatusGranted
 	for _, id := range m.Locks {
 		if !ls.renew(master.LockID{Node: from.id, ID: id}) {
 			status = wire.StatusExpired
 		}
 	}
-	if to.IsRequest() {
-		_ = n.links.Reply(to, &wire.Completion{Epoch: n.epoch(), Lockspace: m.Lockspace, Lock: m.Locks[0], Status: status})
+	rs := &n.recov
+	if status != wire.StatusGranted && rs.plan.Load() != nil && !rs.plan.Load().here.empty() {
+		if m.Epoch < n.epoch() || n.holdIf(in, replay, func() bool { p := rs.plan.Load(); return p != nil && !p.here.empty() }) {
+			return // an older renewal is resent by its holder; this one waits
+		}
+	}
+	if in.ReplyTo.IsRequest() {
+		_ = n.links.Reply(in.ReplyTo, &wire.Completion{Epoch: n.epoch(), Lockspace: m.Lockspace, Lock: m.Locks[0], Status: status})
 	}
 }
 
@@ -242,6 +324,9 @@ func (ls *Lockspace) renew(id master.LockID) bool {
 	return false
 }
 
+// onCompletion takes a master's answer. An answer of an epoch before this
+// node reported the lock to a new master is dropped: it comes from the old
+// master, and the report said the lock stood as it did before it.
 func (n *Node) onCompletion(m *wire.Completion) {
 	ls := n.existingLockspace(m.Lockspace)
 	if ls == nil {
@@ -251,11 +336,18 @@ func (n *Node) onCompletion(m *wire.Completion) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	lk := sh.locks[m.Lock]
-	if lk == nil {
+	if lk == nil || m.Epoch < lk.reportedAt {
 		return
 	}
-	if m.Status == wire.StatusExpired && lk.state != stWaiting && lk.state != stConverting {
-		lk.released(sh, ErrLockLost)
+	if m.Status == wire.StatusExpired {
+		// The master no longer has the lock (its TTL ran out, or it could
+		// not be restored after a view change): whatever the lock was
+		// doing, it is lost.
+		why := error(ErrLockLost)
+		if m.Err != "" {
+			why = errors.New(m.Err)
+		}
+		lk.released(sh, why)
 		return
 	}
 	o := outcome{mode: m.Mode, token: m.Token, demoted: m.Demoted}
@@ -297,7 +389,7 @@ func (n *Node) onBlocking(m *wire.Blocking) {
 	sh := ls.shardOfLock(m.Lock)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if lk := sh.locks[m.Lock]; lk != nil {
+	if lk := sh.locks[m.Lock]; lk != nil && m.Epoch >= lk.reportedAt {
 		lk.blocked(m.Mode)
 	}
 }

@@ -75,11 +75,16 @@ type Lock struct {
 	wanted  bool
 	noQueue bool // the operation in flight is a try: recovery fails it
 	// unsent is the request or conversion in flight when its master could
-	// not be reached: the tick loop sends it again, and a recovery reports
-	// it (a dead master's requests wait for the view without it).
-	unsent    *pendingReq
-	lease     *time.Timer
-	leaseEnds time.Time
+	// not be reached, or while a recovery held its bucket back: the tick
+	// loop (or Resume) sends it again, and a recovery reports it (a dead
+	// master's requests wait for the view without it).
+	unsent *pendingReq
+	// reportedAt is the epoch this lock was last reported to a new master
+	// in: answers of earlier epochs come from its old master and are
+	// dropped (the report said the lock stood as it did without them).
+	reportedAt uint64
+	lease      *time.Timer
+	leaseEnds  time.Time
 }
 
 // masterName is the node that masters the lock's resource in the current

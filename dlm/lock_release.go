@@ -39,8 +39,8 @@ func (lk *Lock) postUnlock(sh *shard, op wire.LVBOp, val []byte, lazy bool) {
 // back if the holder set one and holds PW or EX. Caller holds sh.mu.
 func (lk *Lock) releaseAtMaster(sh *shard, _ modes.Mode) error {
 	op, val := lk.valueToWrite(lk.mode, modes.NL)
-	if n := lk.ls.node; n.recovering() {
-		// The tables are being rebuilt: release the lock once they are.
+	if n := lk.ls.node; n.heldBack(lk.hash) {
+		// The bucket is being rebuilt: release the lock once it is.
 		n.deferUnlock(lk, op, val)
 		return nil
 	}

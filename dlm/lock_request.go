@@ -50,7 +50,8 @@ func (ls *Lockspace) acquire(ctx context.Context, resource string, mode modes.Mo
 
 func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes.Mode, o lockOpts) (*Lock, error) {
 	n := ls.node
-	if err := n.waitServing(ctx); err != nil {
+	h := resourceHash(ls.seed, resource)
+	if err := n.waitFor(ctx, h); err != nil {
 		return nil, err
 	}
 	if max := n.cfg.MaxLocks; max > 0 && n.nlocks.Add(1) > int64(max) {
@@ -60,10 +61,9 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	} else if max <= 0 {
 		n.nlocks.Add(1)
 	}
-	h := resourceHash(ls.seed, resource)
 	sh := ls.shardOf(h)
 	lk := &Lock{
-		ls: ls, sh: sh, id: n.newLockID(sh), resource: resource, owner: o.owner,
+		ls: ls, sh: sh, id: n.newLockID(sh, h), resource: resource, owner: o.owner,
 		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: time.Now(),
 		state: stWaiting, want: mode, noQueue: o.noQueue,
 	}
@@ -91,16 +91,23 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 }
 
 // startRequest sends the first request to the master (or runs it on the
-// local table). If a recovery began since the caller checked the gate, it
-// sends nothing: the lock waits, and the recovery reports it to the new
-// master. Caller holds sh.mu.
+// local table). If the node stopped serving since the caller checked the
+// gate, or a recovery began that rebuilds the resource's bucket, it sends
+// nothing now: the lock waits, and the recovery reports it to the new
+// master, or it is sent once the bucket is served again. Caller holds
+// sh.mu.
 func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 	timeout := deadlineOf(ctx)
 	if lk.ttl > 0 {
 		lk.startLease(time.Now())
 	}
-	if !lk.ls.node.serving() {
+	if n := lk.ls.node; !n.serving() || n.heldBack(lk.hash) {
 		lk.beginOp()
+		p := pendingReq{flags: o.tableFlags()}
+		if timeout > 0 {
+			p.deadline = time.Now().Add(timeout)
+		}
+		lk.keepUnsent(&p)
 		return nil
 	}
 	if lk.local() {
@@ -134,12 +141,18 @@ type pendingReq struct {
 	lvb      []byte
 }
 
-// sendPending sends the lock's request or conversion to its master. If the
-// master cannot be reached it keeps it to send again: the caller waits as
-// long as its context allows, through the recovery that follows if the
-// master is dead. Caller holds sh.mu.
+// sendPending sends the lock's request or conversion to its master (runs
+// it on the local table if the master is this node: a request kept while
+// its bucket moved here). If the master cannot be reached it keeps it to
+// send again: the caller waits as long as its context allows, through the
+// recovery that follows if the master is dead. Caller holds sh.mu.
 func (lk *Lock) sendPending(p *pendingReq) {
 	sh := lk.sh
+	if lk.local() {
+		lk.unsent = nil
+		lk.runLocal(p)
+		return
+	}
 	var timeout time.Duration
 	if !p.deadline.IsZero() {
 		if timeout = time.Until(p.deadline); timeout <= 0 {
@@ -163,20 +176,55 @@ func (lk *Lock) sendPending(p *pendingReq) {
 		m = &sh.req
 	}
 	if err := lk.send(m); err != nil {
-		if lk.unsent == nil {
-			sh.unsent = append(sh.unsent, lk)
-		}
-		if p != lk.unsent {
-			// Kept to send again: a copy, so that a first try's p lives on
-			// its caller's stack.
-			q := new(pendingReq)
-			*q = *p
-			q.lvb = slices.Clone(p.lvb)
-			lk.unsent = q
-		}
+		lk.keepUnsent(p)
 		return
 	}
 	lk.unsent = nil
+}
+
+// keepUnsent keeps the lock's request or conversion to send again (the
+// tick loop, and Resume, send what can go). Caller holds sh.mu.
+func (lk *Lock) keepUnsent(p *pendingReq) {
+	if lk.unsent == nil {
+		lk.sh.unsent = append(lk.sh.unsent, lk)
+	}
+	if p != lk.unsent {
+		// Kept to send again: a copy, so that a first try's p lives on
+		// its caller's stack.
+		q := new(pendingReq)
+		*q = *p
+		q.lvb = slices.Clone(p.lvb)
+		lk.unsent = q
+	}
+}
+
+// runLocal runs a kept request or conversion on the local table, and ends
+// the operation if the table answers at once. Caller holds sh.mu.
+func (lk *Lock) runLocal(p *pendingReq) {
+	sh := lk.sh
+	var timeout time.Duration
+	if !p.deadline.IsZero() {
+		timeout = max(time.Until(p.deadline), time.Microsecond)
+	}
+	var res master.Result
+	var err error
+	if p.convert {
+		res, err = lk.ls.tableConvert(sh, master.Convert{
+			Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want, Flags: p.flags,
+			Timeout: ticks(timeout), LVBOp: master.LVBOp(p.lvbOp), LVB: p.lvb,
+		})
+	} else {
+		res, err = lk.ls.tableRequest(sh, master.Request{
+			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
+			Flags: p.flags, Timeout: ticks(timeout), TTL: ticks(lk.ttl),
+		})
+	}
+	switch {
+	case err != nil:
+		lk.finish(sh, outcome{mode: lk.mode, demoted: res.Demoted, err: fromMaster(err)})
+	case res.Status == master.Granted:
+		lk.finish(sh, outcome{granted: true, mode: res.Mode, token: res.Token, demoted: res.Demoted, lvbRead: res.LVBRead, lvb: res.LVB.Data, lvbSeq: res.LVB.Seq, lvbValid: res.LVB.Valid})
+	}
 }
 
 func (lk *Lock) send(m wire.Message) error {
@@ -232,7 +280,7 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	if err := o.validate(mode, true); err != nil {
 		return err
 	}
-	if err := lk.ls.node.waitServing(ctx); err != nil {
+	if err := lk.ls.node.waitFor(ctx, lk.hash); err != nil {
 		return err
 	}
 	sh := lk.sh
@@ -247,8 +295,14 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	lk.beginOp()
 	timeout := deadlineOf(ctx)
 	var err error
-	if !lk.ls.node.serving() {
-		// A recovery began: the conversion waits in the report instead.
+	if n := lk.ls.node; !n.serving() || n.heldBack(lk.hash) {
+		// The bucket moves: the conversion waits in the report, or until
+		// the bucket is served again.
+		p := pendingReq{convert: true, flags: o.tableFlags(), lvbOp: op, lvb: val}
+		if timeout > 0 {
+			p.deadline = time.Now().Add(timeout)
+		}
+		lk.keepUnsent(&p)
 	} else if lk.local() {
 		err = lk.convertLocal(o, op, val, timeout)
 	} else {

@@ -87,11 +87,17 @@ func (ls *Lockspace) shardOfLock(id uint64) *shard {
 	return ls.shards[id&uint64(len(ls.shards)-1)]
 }
 
-// newLockID hands out an id for a lock in shard sh: increasing, never
-// reused by this process, with the shard in the low 8 bits.
-func (n *Node) newLockID(sh *shard) uint64 {
-	return n.nextLockID.Add(1)<<8 | sh.idx
+// newLockID hands out an id for a lock on the resource with hash h in shard
+// sh: increasing, never reused by this process, with the resource's bucket
+// in bits 8-19 and the shard in the low 8 bits (a completion names only the
+// lock; a recovery finds the locks of a bucket from their ids alone).
+func (n *Node) newLockID(sh *shard, h uint64) uint64 {
+	return n.nextLockID.Add(1)<<20 | uint64(bucketOf(h))<<8 | sh.idx
 }
+
+// bucketOfLock is the bucket of the resource of one of this node's locks,
+// from its id (see newLockID).
+func bucketOfLock(id uint64) int { return int(id>>8) & (numBuckets - 1) }
 
 // --- master side: the table, for this node's locks and other nodes' alike.
 
@@ -145,13 +151,17 @@ func (ls *Lockspace) tick() {
 	}
 }
 
-// resendLocked sends again the requests that could not reach their master.
-// Caller holds sh.mu.
+// resendLocked sends again the requests that could not reach their master,
+// except those a recovery holds back. Caller holds sh.mu.
 func (sh *shard) resendLocked() {
 	keep := sh.unsent[:0]
 	for _, lk := range sh.unsent {
 		if lk.unsent == nil || (lk.state != stWaiting && lk.state != stConverting) {
 			lk.unsent = nil
+			continue
+		}
+		if lk.ls.node.heldBack(lk.hash) {
+			keep = append(keep, lk)
 			continue
 		}
 		lk.sendPending(lk.unsent)

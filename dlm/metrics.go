@@ -83,7 +83,11 @@ type metrics struct {
 	lost     prometheus.Counter
 	rebuilt  prometheus.Counter // locks restored from reports in recoveries
 	purged   prometheus.Counter // locks of removed nodes dropped in recoveries
-	group    *promreg.Group     // unregistered when the node closes
+	// lostInRecovery counts reported locks that could not be restored;
+	// moving, the buckets the recovery under way rebuilds (0 between).
+	lostInRecovery prometheus.Counter
+	moving         prometheus.Gauge
+	group          *promreg.Group // unregistered when the node closes
 
 	// deadlocks counts the deadlocks this node broke as a master, by kind:
 	// a conversion deadlock on one resource, or a cycle across resources
@@ -127,7 +131,13 @@ func newMetrics(n *Node) (*metrics, error) {
 		Name: "dlm_recovery_locks_rebuilt_total", Help: "Locks this node restored, as a new master, from the survivors' reports.",
 	})
 	m.purged = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "dlm_recovery_locks_purged_total", Help: "Locks of nodes removed from the view that this node, as a new master, found in an old master's snapshot and dropped.",
+		Name: "dlm_recovery_locks_purged_total", Help: "Locks of nodes no longer in the view (or that dropped their lock state) that this node purged from the tables it kept.",
+	})
+	m.lostInRecovery = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_recovery_locks_lost_total", Help: "Locks reported to this node as their new master that it could not restore; each holder was told its lock is lost.",
+	})
+	m.moving = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dlm_recovery_moving_buckets", Help: "Buckets (of 4096) the recovery under way rebuilds at new masters: operations on them wait for its end; 0 between recoveries.",
 	})
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "dlm_client_locks", Help: "Locks this node holds or waits for.",
@@ -145,7 +155,7 @@ func newMetrics(n *Node) (*metrics, error) {
 		m.wait[1][md] = wait.WithLabelValues(md.String(), "remote")
 	}
 	var err error
-	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, cache, m.limits, m.lost, m.rebuilt, m.purged, held, mastered); err != nil {
+	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, cache, m.limits, m.lost, m.rebuilt, m.purged, m.lostInRecovery, m.moving, held, mastered); err != nil {
 		return nil, err
 	}
 	return m, nil

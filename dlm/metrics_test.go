@@ -203,6 +203,9 @@ func TestRecoveryMetrics(t *testing.T) {
 		defer c.close()
 		res := c.resourceOn(1, "recmet")
 		mustLock(t, c.ls[2], res, modes.EX)
+		// A lock on a resource the dying node masters: it moves, and its
+		// new master rebuilds it from node 0's report.
+		moved := mustLock(t, c.ls[0], c.resourceOn(2, "recmet-moved"), modes.PR)
 		got := make(chan *Lock, 1)
 		go func() { got <- mustLock(t, c.ls[0], res, modes.EX) }()
 		c.settle(c.queued(res, 1))
@@ -230,12 +233,13 @@ func TestRecoveryMetrics(t *testing.T) {
 			t.Errorf("rebuild phases observed = %v, want at least 2", v)
 		}
 		if v := sum("dlm_recovery_locks_rebuilt_total", nil); v < 1 {
-			t.Errorf("locks rebuilt = %v, want at least the waiter's", v)
+			t.Errorf("locks rebuilt = %v, want the moved resource's lock", v)
 		}
 		if v := sum("dlm_recovery_locks_purged_total", nil); v != 1 {
 			t.Errorf("locks purged = %v, want the dead holder's one", v)
 		}
 		mustUnlock(t, lk)
+		mustUnlock(t, moved)
 	})
 }
 

@@ -79,6 +79,7 @@ type nemesis struct {
 	progress map[int]time.Time
 	clients  map[int][]int // node → its current clients
 	caches   map[*Lockspace]*Cache
+	starts   int // restarts so far
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	values   atomic.Int64
@@ -86,6 +87,7 @@ type nemesis struct {
 
 type nemesisOpts struct {
 	nodes          int
+	started        int // nodes started at first (0: all); the others join later
 	clientsPerNode int
 	noLockDelay    bool
 	run            time.Duration // workload time before the final heal
@@ -96,7 +98,11 @@ type nemesisOpts struct {
 func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)) check.Result {
 	var res check.Result
 	synctestRun(t, func(t *testing.T) {
-		c := startMemWith(t, o.nodes, o.nodes, func(cfg *Config) { cfg.MaxLocks = 0 }, testKnobs{noLockDelay: o.noLockDelay})
+		started := o.started
+		if started == 0 {
+			started = o.nodes
+		}
+		c := startMemWith(t, o.nodes, started, func(cfg *Config) { cfg.MaxLocks = 0 }, testKnobs{noLockDelay: o.noLockDelay})
 		n := &nemesis{
 			t: t, c: c, h: check.NewHistory(time.Now), rng: rand.New(rand.NewPCG(seed, 0x6e656d65)),
 			store: &fencedStore{highest: map[string]uint64{}}, resources: []string{"hot-a", "hot-b", "hot-c"},
@@ -104,6 +110,10 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 			clients: map[int][]int{}, caches: map[*Lockspace]*Cache{},
 		}
 		for node := range o.nodes {
+			if node >= started {
+				n.dead[node] = true // configured, not started: may join later
+				continue
+			}
 			for k := range o.clientsPerNode {
 				n.startClient(node*o.clientsPerNode+k, node, seed)
 			}
@@ -359,8 +369,12 @@ func (n *nemesis) restart(i int, seed uint64, clientsPerNode int) {
 	n.dead[i] = false
 	n.clients[i] = nil
 	n.mu.Unlock()
+	n.mu.Lock()
+	n.starts++ // a node started again gets new client ids: the old ones' histories stay theirs
+	gen := n.starts
+	n.mu.Unlock()
 	for k := range clientsPerNode {
-		n.startClient(1000+i*clientsPerNode+k, i, seed+uint64(i))
+		n.startClient(1000*gen+i*clientsPerNode+k, i, seed+uint64(i))
 	}
 }
 
@@ -572,5 +586,87 @@ func TestNemesisCoordinatorCrashDuringRecovery(t *testing.T) {
 		}
 		time.Sleep(time.Duration(n.rng.IntN(1500)) * time.Millisecond)
 		n.kill(0)
+	})
+}
+
+// TestNemesisLinkResets: the connections between live nodes are reset
+// again and again under load (some pairs also cut for a while, shorter
+// than a link session lives): nothing is lost, no view changes for it, and
+// every check holds.
+func TestNemesisLinkResets(t *testing.T) {
+	nemesisTest(t, defaultNemesis(), func(n *nemesis, seed uint64) {
+		start := n.node(0).rec.View().Epoch
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+			a := n.rng.IntN(5)
+			b := (a + 1 + n.rng.IntN(4)) % 5
+			if n.rng.IntN(4) == 0 {
+				n.c.net.Partition(n.c.names[a], n.c.names[b])
+				time.Sleep(time.Duration(50+n.rng.IntN(400)) * time.Millisecond)
+				n.heal()
+			} else {
+				n.c.net.Reset(n.c.names[a], n.c.names[b])
+			}
+			time.Sleep(time.Duration(20+n.rng.IntN(300)) * time.Millisecond)
+		}
+		if e := n.node(0).rec.View().Epoch; e != start {
+			n.t.Logf("seed %d: the view changed during the resets (epoch %d to %d)", seed, start, e)
+		}
+	})
+}
+
+// TestNemesisJoinsAndLeaves: the cluster starts with three of its five
+// members; the other two join under load, then members leave (Close) and
+// come back, one after another: each join moves the joiner's share to it,
+// each leave its share away.
+func TestNemesisJoinsAndLeaves(t *testing.T) {
+	o := defaultNemesis()
+	o.started = 3
+	nemesisTest(t, o, func(n *nemesis, seed uint64) {
+		for _, i := range []int{3, 4} {
+			time.Sleep(time.Duration(200+n.rng.IntN(1000)) * time.Millisecond)
+			n.restart(i, seed+uint64(i), o.clientsPerNode)
+		}
+		for round := range 2 {
+			i := int((seed + uint64(round)*3) % 5)
+			time.Sleep(time.Duration(300+n.rng.IntN(1000)) * time.Millisecond)
+			n.mu.Lock()
+			nd := n.c.nodes[i]
+			n.dead[i] = true
+			n.mu.Unlock()
+			n.h.Crash(n.c.names[i]) // its clients stop believing as it leaves
+			_ = nd.Close()
+			_ = n.c.net.Crash(n.c.names[i])
+			time.Sleep(time.Duration(300+n.rng.IntN(1000)) * time.Millisecond)
+			n.restart(i, seed+uint64(10+round), o.clientsPerNode)
+		}
+	})
+}
+
+// TestNemesisKillDuringPartialRecovery: a node is killed, and while the
+// recovery of the view without it is under way (some members reported,
+// the lock-delay running, some rebuilt), a second failure strikes: another
+// member dies, or the first comes back (a join). The recovery is aborted
+// wherever it stands and the next one starts from what every member then
+// holds; the first victim's locks still wait for their lock-delay.
+func TestNemesisKillDuringPartialRecovery(t *testing.T) {
+	o := defaultNemesis()
+	nemesisTest(t, o, func(n *nemesis, seed uint64) {
+		first := 1 + int(seed%4) // not n1, the coordinator
+		start := n.node(0).rec.View().Epoch
+		n.kill(first)
+		deadline := time.Now().Add(10 * time.Second)
+		for n.node(0).rec.View().Epoch == start && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Duration(n.rng.IntN(2500)) * time.Millisecond)
+		if n.rng.IntN(2) == 0 {
+			second := 1 + int((seed+1+uint64(n.rng.IntN(3)))%4)
+			if second == first {
+				second = 1 + int(seed%4+1)%4
+			}
+			n.kill(second)
+		} else {
+			n.restart(first, seed+99, o.clientsPerNode)
+		}
 	})
 }

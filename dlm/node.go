@@ -94,7 +94,7 @@ func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 	n.log = n.log.With("node", cfg.Name)
 	// Lock ids increase for the life of the process; starting at a random
 	// point keeps a restarted node from reusing its previous ids.
-	n.nextLockID.Store(randomUint64() >> 24)
+	n.nextLockID.Store(randomUint64() >> 24) // 40 bits: 2^44 ids fit above (see newLockID)
 	met, err := newMetrics(n)
 	if err != nil {
 		return nil, fmt.Errorf("dlm: metrics: %w", err)
@@ -174,7 +174,7 @@ func (n *Node) startLinks() error {
 	lc := transport.DefaultConfig()
 	lc.Name, lc.ClusterID, lc.BootID = n.cfg.Name, n.cfg.ClusterID, n.bootID
 	lc.StreamLayer, lc.Handler = streams, n.handle
-	lc.OnLinkDown = n.onLinkDown
+	lc.OnLinkDown, lc.OnSessionLost = n.onLinkDown, n.onSessionLost
 	lc.Logger, lc.Registerer = n.log, n.cfg.Registerer
 	lc.Limits.MaxLVB = max(lc.Limits.MaxLVB, n.maxLVB())
 	links, err := transport.New(lc)
@@ -186,15 +186,26 @@ func (n *Node) startLinks() error {
 	return nil
 }
 
-// onLinkDown: a connection to a peer broke, and lock messages on it (a
-// grant, an unlock) may be lost with nothing to say so. A recovery rebuilds
-// every table from what holders know, so ask for one. It runs on the
-// transport's goroutine and must not block.
+// onLinkDown: a connection to a peer broke. Nothing sent on it is lost
+// while the link's session lives (the next connection resends it): only a
+// log. It runs on the transport's goroutine and must not block.
 func (n *Node) onLinkDown(peer string, err error) {
-	if n.rec != nil && !n.closed.Load() {
-		n.log.Info("link to a peer went down; asking for a resync", "peer", peer, "err", err)
-		n.rec.RequestResync()
+	n.log.Debug("link to a peer went down; its session resends what it lost", "peer", peer, "err", err)
+}
+
+// onSessionLost: lock messages between this node and peer were lost for
+// good (the link's session ended). If the peer stays a member, the next
+// view rebuilds every table of both (linkLost); if it left or restarted,
+// the view without its old boot settles it.
+func (n *Node) onSessionLost(peer string, err error) {
+	if n.rec == nil || n.closed.Load() {
+		return
 	}
+	if m := n.view.Load().byName[peer]; m == nil {
+		return // not a member: nothing to resync with
+	}
+	n.log.Warn("lock messages to or from a peer were lost; asking for a resync", "peer", peer, "err", err)
+	n.linkLost(peer)
 }
 
 // maxLVB is the largest value block any configured lockspace allows.

@@ -3,9 +3,12 @@ package dlm
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -17,38 +20,72 @@ import (
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
-// Recovery, the node's side (the recovery package decides when). Every
-// view change rebuilds every lock table from scratch, the way the Linux
-// DLM rebuilds a lockspace without a directory:
+// Recovery, the node's side (the recovery package decides when). A view
+// change moves only the buckets whose master changes (mastery.go says
+// which, the same on every member); every other resource keeps its table
+// and keeps being served throughout:
 //
-//   - Suspend closes the gate, takes a snapshot of the tables this node
-//     masters (value blocks, queue order, the highest token issued) and
-//     empties them;
-//   - Report sends each of this node's locks (held, converting or waiting)
-//     to the resource's master in the new view, and each snapshot to the
-//     resource's new master;
-//   - Rebuild, once every member reported (a barrier), restores each
-//     resource from its holders' reports, in the old master's queue order
-//     where it is known, with the freshest value block, the token floor
-//     above anything issued before, and grants what the rules allow;
-//   - Resume opens the gate.
+//   - Prepare tells every member which tables this node holds and learns
+//     theirs, so that everyone computes the same plan;
+//   - Suspend installs the view and the plan: operations on the buckets
+//     that move wait, everywhere, until Resume; this node drops the tables
+//     of the buckets it gives up (keeping a snapshot of each resource:
+//     queue order, value block) and, if it is a zombie, all of its lock
+//     state;
+//   - Report sends each of this node's locks on a moving bucket (held,
+//     converting or waiting) to the bucket's new master, and each snapshot
+//     to the resource's new master;
+//   - Rebuild, once every member reported and waited out the lock-delay (a
+//     barrier), purges from the tables this node keeps the locks of nodes
+//     that are no longer members (granting what that frees), restores each
+//     moved resource from its holders' reports, in the old master's queue
+//     order where it is known, with the freshest value block and the token
+//     floor above anything issued before, and grants what the rules allow;
+//   - Resume lets the operations on the moved buckets go.
 //
-// The holders' reports, not the old tables, say which locks exist: a lock
-// is what its holder believes it holds. Completions of the old epoch are
-// dropped from Suspend on, so a grant still on its way cannot make a
-// holder believe more than it reported. Rebuilding everything, not only
-// the resources that moved, makes an aborted recovery harmless (the next
-// one starts over from the holders) and means an unlock or a request lost
-// in the change costs nothing: a holder reports only what it still holds.
+// The holders' reports, not the old tables, say which locks of a moved
+// resource exist: a lock is what its holder believes it holds. A holder
+// takes no answer about a reported lock from before the report (a grant
+// still on its way from the old master): Lock.reportedAt. A master takes
+// no request about a rebuilt bucket from before its rebuild (rebuiltAt),
+// nor from a node before it purged that node's locks (purgedAt).
 
 // recoveryState is what a node keeps between and during recoveries.
 type recoveryState struct {
-	mu       sync.Mutex
-	live     bool                      // the tables hold a completed view's state
-	snapshot map[string]*spaceSnapshot // what this node mastered when last live
-	buf      *rebuildBuf               // reports received for one epoch
-	parked   []parked                  // lock messages of the new epoch, for after Resume
-	deferred []deferredUnlock          // unlocks made while suspended
+	// plan is the recovery under way, nil between recoveries: what every
+	// lock operation checks (one atomic load).
+	plan atomic.Pointer[plan]
+	// replaying is set while held lock messages are handed on: arrivals
+	// then queue behind them, so that no message overtakes an older one.
+	replaying atomic.Bool
+	// rebuiltAt is the epoch each bucket was last rebuilt here in: a lock
+	// message of an earlier epoch about it is older than the reports it was
+	// rebuilt from, which supersede it.
+	rebuiltAt [numBuckets]atomic.Uint64
+	// purgedAt is, per node, the epoch this node last purged its locks in
+	// (copied on write): a lock message of an earlier epoch from that node
+	// was sent before the purge.
+	purgedAt atomic.Pointer[map[master.NodeID]uint64]
+
+	mu   sync.Mutex
+	mine holdings
+	// invalid counts the times this node's tables were found unreliable (a
+	// connection to a member lost messages, or too many views went by
+	// without a rebuild); announced, the count the latest Prepare told the
+	// others about. The next Prepare announces no tables, so that
+	// everything this node masters is rebuilt from reports.
+	invalid, announced uint64
+	linkLost           map[string]uint64                   // peers whose link broke, and their boot then
+	masteries          map[uint64]map[string]*wire.Mastery // received, by epoch and member
+	arrived            chan struct{}                       // closed (and replaced) when a Mastery arrives
+	handoff            map[string]*spaceSnapshot           // resources given up, for their new masters, until a Resume
+	buf                *rebuildBuf                         // reports received for one epoch
+	held               []parked                            // lock messages held back (see admit)
+	incoming           []parked                            // arrivals while held messages are replayed
+	deferred           []deferredUnlock                    // unlocks that wait for the end of a recovery
+	// beforeRebuild, if set (tests only, under mu), runs as Rebuild starts:
+	// a test holds a recovery at its barrier with it.
+	beforeRebuild func(epoch uint64)
 }
 
 type spaceSnapshot struct {
@@ -145,53 +182,196 @@ func tokenFloor(t time.Time) uint64 {
 	return uint64(ms) << 20
 }
 
-func (h recoveryHost) Suspend(v recovery.View) {
-	n := h.n
-	g := &n.gate
-	g.mu.Lock()
-	if !g.recovering {
-		g.recovering = true
-		g.resumed = make(chan struct{})
-	}
-	g.epoch.Store(v.Epoch)
-	g.accept.Store(v.Epoch)
-	g.updateLocked()
-	g.mu.Unlock()
-	n.view.Store(n.makeView(v))
+// --- Prepare: every member's Mastery.
 
-	// Lock order: a shard's mutex before rs.mu (an unlock under a shard
-	// mutex files a deferred release), so rs.mu is never held while shards
-	// are swept.
+func (h recoveryHost) Prepare(ctx context.Context, v recovery.View) error {
+	n := h.n
 	rs := &n.recov
 	rs.mu.Lock()
-	snap := rs.live
-	rs.live = false
+	if rs.tablesUnreliableLocked(v) {
+		rs.invalid++
+	}
+	none := rs.invalid != 0
+	rs.announced = rs.invalid
+	own := rs.mine.mastery(v.Epoch, none)
+	rs.storeMasteryLocked(n.self.name, own)
+	rs.mu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	for _, m := range v.Members {
+		if m.Name == n.self.name {
+			continue
+		}
+		g.Go(func() error { return n.callUntilAcked(gctx, routed{m.Name, own}) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for {
+		rs.mu.Lock()
+		got, ch := rs.masteries[v.Epoch], rs.arrived
+		missing := ""
+		for _, m := range v.Members {
+			if got[m.Name] == nil {
+				missing = m.Name
+				break
+			}
+		}
+		rs.mu.Unlock()
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the lock state of %s: %w", missing, ctx.Err())
+		}
+	}
+}
+
+// maxMasteryEpochs bounds the epochs whose Masteries are kept: a peer
+// ahead by more than that has views this node will never install anyway.
+const maxMasteryEpochs = 8
+
+// storeMasteryLocked files one member's Mastery (the caller's copy is
+// kept) and wakes Prepare. Caller holds rs.mu.
+func (rs *recoveryState) storeMasteryLocked(from string, m *wire.Mastery) {
+	if rs.masteries == nil {
+		rs.masteries = map[uint64]map[string]*wire.Mastery{}
+	}
+	if rs.masteries[m.Epoch] == nil {
+		if len(rs.masteries) >= maxMasteryEpochs {
+			delete(rs.masteries, slices.Min(slices.Collect(maps.Keys(rs.masteries))))
+		}
+		rs.masteries[m.Epoch] = map[string]*wire.Mastery{}
+	}
+	rs.masteries[m.Epoch][from] = m
+	if rs.arrived != nil {
+		close(rs.arrived)
+	}
+	rs.arrived = make(chan struct{})
+}
+
+// onMastery takes another member's Mastery.
+func (n *Node) onMastery(in transport.Inbound, m *wire.Mastery) {
+	c := &wire.Mastery{Epoch: m.Epoch, Tables: slices.Clone(m.Tables), Views: slices.Clone(m.Views)}
+	rs := &n.recov
+	rs.mu.Lock()
+	if n.epoch() < m.Epoch { // a Mastery of a view not suspended here yet
+		rs.storeMasteryLocked(in.From, c)
+	}
+	rs.mu.Unlock()
+	if in.ReplyTo.IsRequest() {
+		_ = n.links.Reply(in.ReplyTo, &wire.Ack{Epoch: m.Epoch})
+	}
+}
+
+// --- Suspend: install the view and the plan.
+
+func (h recoveryHost) Suspend(v recovery.View) {
+	n := h.n
+	vw := n.makeView(v)
+	rs := &n.recov
+	rs.mu.Lock()
+	all := rs.masteries[v.Epoch]
+	for e := range rs.masteries {
+		if e <= v.Epoch {
+			delete(rs.masteries, e)
+		}
+	}
+	p := makePlan(vw, n.self, all, &rs.mine)
+	if rs.announced == rs.invalid {
+		rs.invalid, rs.announced = 0, 0 // what was announced covers it
+	}
+	if rs.mine.suspended(vw, p) {
+		// Too many views without a rebuild: the next view rebuilds every
+		// table of this node.
+		rs.invalid++
+	}
 	rs.bufFor(v.Epoch)
 	rs.mu.Unlock()
-	var snapshot map[string]*spaceSnapshot
-	if snap {
-		snapshot = map[string]*spaceSnapshot{}
+	if p.zombie {
+		n.log.Warn("recovery: this node missed a view the others went through; dropping all lock state", "epoch", v.Epoch)
+		n.dropLockState(fmt.Errorf("%w: the cluster went through a view without this node", ErrNoQuorum))
+		rs.mu.Lock()
+		rs.mine.suspended(vw, p) // dropLockState emptied it
+		rs.mu.Unlock()
 	}
+	if p.selfFresh {
+		n.gate.unjoin()
+	}
+	n.gate.epoch.Store(v.Epoch)
+	n.view.Store(vw)
+	rs.plan.Store(p)
+	n.met.moving.Set(float64(p.gated.count()))
+	if !p.drop.empty() {
+		n.dropBuckets(p)
+	}
+	n.replayHeld()
+}
+
+// dropBuckets drops from the tables the resources of the buckets this node
+// gives up, keeping a snapshot of each for its new master (a zombie sends
+// none: its tables may be stale). Lock order: a shard's mutex before
+// rs.mu, so rs.mu is never held while shards are swept.
+func (n *Node) dropBuckets(p *plan) {
+	rs := &n.recov
 	for _, ls := range n.lockspaceList() {
 		sp := &spaceSnapshot{}
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
-			if snap {
-				sp.lastToken = max(sp.lastToken, sh.table.LastToken())
-				sp.resources = sh.table.AppendResources(sp.resources)
+			var names []string
+			for name := range sh.table.Resources() {
+				if p.drop.has(bucketOf(resourceHash(ls.seed, name))) {
+					names = append(names, name)
+				}
 			}
-			ls.resetShardLocked(sh)
+			if len(names) > 0 {
+				sp.lastToken = max(sp.lastToken, sh.table.LastToken())
+			}
+			for _, name := range names {
+				rsv, _ := sh.table.Resource(name)
+				for _, l := range rsv.Locks {
+					delete(sh.demoted, l.Lock)
+				}
+				if !p.zombie {
+					sp.resources = append(sp.resources, rsv)
+				}
+				sh.table.Drop(name)
+			}
 			sh.mu.Unlock()
 		}
-		if snap {
-			snapshot[ls.name] = sp
+		if len(sp.resources) > 0 {
+			rs.mu.Lock()
+			if rs.handoff == nil {
+				rs.handoff = map[string]*spaceSnapshot{}
+			}
+			old := rs.handoff[ls.name]
+			if old == nil {
+				rs.handoff[ls.name] = sp
+			} else {
+				old.lastToken = max(old.lastToken, sp.lastToken)
+				old.resources = append(old.resources, sp.resources...)
+			}
+			rs.mu.Unlock()
 		}
 	}
-	if snap {
-		rs.mu.Lock()
-		rs.snapshot = snapshot
-		rs.mu.Unlock()
+}
+
+// dropLockState ends all of this node's lock state, as an evicted node
+// does: its waiting requests fail, its held locks are lost, its tables are
+// emptied.
+func (n *Node) dropLockState(why error) {
+	for _, ls := range n.lockspaceList() {
+		for _, sh := range ls.shards {
+			sh.mu.Lock()
+			ls.fenceShardLocked(sh, why, true)
+			sh.mu.Unlock()
+		}
 	}
+	rs := &n.recov
+	rs.mu.Lock()
+	rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, nil, nil, nil, nil
+	rs.mu.Unlock()
 }
 
 // resetShardLocked empties the shard's table (keeping its token counter's
@@ -202,18 +382,28 @@ func (ls *Lockspace) resetShardLocked(sh *shard) {
 	sh.table.RaiseTokenFloor(floor)
 	clear(sh.demoted)
 	sh.releases = sh.releases[:0]
-	sh.unsent = sh.unsent[:0] // the reports carry them to the new masters
+	sh.unsent = sh.unsent[:0]
 }
+
+// --- Report: this node's locks on the moving buckets, and its snapshots.
 
 func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 	n := h.n
+	p := n.recov.plan.Load()
+	if p == nil || p.epoch != v.Epoch {
+		return fmt.Errorf("report for epoch %d: no plan", v.Epoch)
+	}
 	vw := n.view.Load()
 	out := map[reportKey]*wire.LockReport{}
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
-			for _, lk := range sh.locks {
+			for id, lk := range sh.locks {
+				if !p.gated.has(bucketOfLock(id)) {
+					continue // from the id alone: most locks stay, unread
+				}
 				if rl, ok := lk.reportLocked(sh); ok {
+					lk.reportedAt = v.Epoch
 					k := reportKey{vw.masterOf(lk.hash).name, ls.name}
 					if out[k] == nil {
 						out[k] = &wire.LockReport{Epoch: v.Epoch, Lockspace: ls.name}
@@ -224,12 +414,11 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 			sh.mu.Unlock()
 		}
 	}
-	masters := n.masterReports(v, vw)
 	var msgs []routed
 	for k, r := range out {
 		msgs = append(msgs, splitLockReport(k.to, r)...)
 	}
-	msgs = append(msgs, masters...)
+	msgs = append(msgs, n.masterReports(v, vw, p)...)
 	return n.deliverReports(ctx, msgs)
 }
 
@@ -241,17 +430,19 @@ type routed struct {
 }
 
 // Reports are split so that each message stays well inside a frame: at
-// most maxReport entries (the wire limit) and about reportBytes of body.
+// most reportLocks entries and about reportBytes of body. Small enough
+// that a report does not keep the lock traffic of unaffected resources,
+// which shares the connection, waiting for long behind it.
 const (
-	maxReport   = 4096
-	reportBytes = 256 << 10
+	reportLocks = 512
+	reportBytes = 32 << 10
 )
 
 func splitLockReport(to string, r *wire.LockReport) []routed {
 	var out []routed
 	for len(r.Locks) > 0 {
 		n, size := 0, 0
-		for n < len(r.Locks) && n < maxReport && size < reportBytes {
+		for n < len(r.Locks) && n < reportLocks && size < reportBytes {
 			size += len(r.Locks[n].Resource) + len(r.Locks[n].LVB) + 64
 			n++
 		}
@@ -269,7 +460,7 @@ func splitMasterReport(to string, epoch uint64, lockspace string, lastToken uint
 	for _, r := range res {
 		for first := true; first || len(r.Locks) > 0; first = false {
 			e := r
-			e.Locks = r.Locks[:min(len(r.Locks), maxReport)]
+			e.Locks = r.Locks[:min(len(r.Locks), reportLocks)]
 			r.Locks = r.Locks[len(e.Locks):]
 			entries = append(entries, e)
 		}
@@ -277,7 +468,7 @@ func splitMasterReport(to string, epoch uint64, lockspace string, lastToken uint
 	var out []routed
 	for first := true; first || len(entries) > 0; first = false {
 		n, size, locks := 0, 0, 0
-		for n < len(entries) && n < maxReport && size < reportBytes && locks+len(entries[n].Locks) <= 8*maxReport {
+		for n < len(entries) && n < reportLocks && size < reportBytes && locks+len(entries[n].Locks) <= 8*reportLocks {
 			size += len(entries[n].Resource) + len(entries[n].LVB) + 64 + 24*len(entries[n].Locks)
 			locks += len(entries[n].Locks)
 			n++
@@ -332,22 +523,24 @@ func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
 	return rl, true
 }
 
-// masterReports turns the snapshot into reports for the new masters. Every
-// member gets each lockspace's highest token, even with no resource, so
-// that no table of the new view starts below it.
-func (n *Node) masterReports(v recovery.View, vw *view) []routed {
+// masterReports turns the snapshots of the resources this node gave up
+// (in this recovery or an aborted one) into reports for the new masters of
+// those that move in p. Each carries the lockspace's highest token, so
+// that the new master's tokens start above it.
+func (n *Node) masterReports(v recovery.View, vw *view, p *plan) []routed {
 	n.recov.mu.Lock()
-	snap := n.recov.snapshot
+	snap := maps.Clone(n.recov.handoff)
 	n.recov.mu.Unlock()
 	var out []routed
 	for name, sp := range snap {
 		ls := n.lockspace(name)
 		byMaster := map[string][]wire.ReportedResource{}
-		for _, m := range vw.members {
-			byMaster[m.name] = nil
-		}
 		for _, r := range sp.resources {
-			to := vw.masterOf(resourceHash(ls.seed, r.Name)).name
+			h := resourceHash(ls.seed, r.Name)
+			if !p.heldBack(h) {
+				continue // its master kept a table of it since: nothing to say
+			}
+			to := vw.masterOf(h).name
 			byMaster[to] = append(byMaster[to], reportedResource(r))
 		}
 		for to, res := range byMaster {
@@ -369,22 +562,38 @@ func reportedResource(r master.ResourceState) wire.ReportedResource {
 }
 
 // deliverReports sends reports (to itself directly) and waits for every
-// acknowledgement.
+// acknowledgement; at most reportLanes are in flight to any one member, so
+// that the lock traffic that shares the connection waits behind little.
 func (n *Node) deliverReports(ctx context.Context, msgs []routed) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
+	byPeer := map[string][]routed{}
 	for _, r := range msgs {
 		if r.to == n.self.name {
 			n.acceptReport(n.self.name, r.msg)
 			continue
 		}
-		g.Go(func() error { return n.callUntilAcked(ctx, r) })
+		byPeer[r.to] = append(byPeer[r.to], r)
+	}
+	for _, rs := range byPeer {
+		for lane := range min(reportLanes, len(rs)) {
+			g.Go(func() error {
+				for i := lane; i < len(rs); i += reportLanes {
+					if err := n.callUntilAcked(ctx, rs[i]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
 	}
 	return g.Wait()
 }
 
-// callUntilAcked sends one report until it is acknowledged. A member of the
-// view may be briefly unreachable (its link is reconnecting after it
+// reportLanes is how many reports go to one member at once.
+const reportLanes = 4
+
+// callUntilAcked sends one message until it is acknowledged. A member of
+// the view may be briefly unreachable (its link is reconnecting after it
 // restarted): keep trying; if it is really gone, membership changes, a newer
 // view ends ctx, and this recovery with it.
 func (n *Node) callUntilAcked(ctx context.Context, r routed) error {
@@ -397,14 +606,14 @@ func (n *Node) callUntilAcked(ctx context.Context, r routed) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("report to %s: %w", r.to, err)
+			return fmt.Errorf("%s to %s: %w", r.msg.Type(), r.to, err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("report to %s: %w", r.to, err)
+			return fmt.Errorf("%s to %s: %w", r.msg.Type(), r.to, err)
 		}
 		wait = min(2*wait, 500*time.Millisecond)
 	}
@@ -438,6 +647,7 @@ func (n *Node) acceptReport(from string, msg wire.Message) {
 			return
 		}
 		sp, node := buf.space(m.Lockspace), nodeID(from)
+		sp.locks = slices.Grow(sp.locks, len(m.Locks))
 		for _, rl := range m.Locks {
 			sp.locks = append(sp.locks, reportedState(node, rl))
 		}
@@ -478,33 +688,121 @@ func reportedState(node master.NodeID, rl wire.ReportedLock) master.LockState {
 	return ls
 }
 
+// --- Rebuild: purge the nodes that left, restore what moved here.
+
 func (h recoveryHost) Rebuild(v recovery.View) {
 	n := h.n
+	p := n.recov.plan.Load()
+	if p == nil || p.epoch != v.Epoch {
+		return
+	}
+	vw := n.view.Load()
 	rs := &n.recov
+	rs.mu.Lock()
+	hook := rs.beforeRebuild
+	rs.mu.Unlock()
+	if hook != nil {
+		hook(v.Epoch)
+	}
 	rs.mu.Lock()
 	buf := rs.bufFor(v.Epoch)
 	rs.buf = nil
+	base := rs.mine.base
 	rs.mu.Unlock()
+	purge := n.purgeSet(vw, base, p)
 	floor := tokenFloor(time.Now())
-	for name, sp := range buf.spaces {
-		n.lockspace(name).rebuild(sp, max(floor, sp.lastToken), v)
+	for _, sp := range buf.spaces {
+		floor = max(floor, sp.lastToken)
 	}
+	if len(purge) > 0 {
+		m := map[master.NodeID]uint64{}
+		if old := rs.purgedAt.Load(); old != nil {
+			maps.Copy(m, *old)
+		}
+		for id := range purge {
+			m[id] = v.Epoch
+		}
+		rs.purgedAt.Store(&m)
+	}
+	// The tables kept are served meanwhile: the shards' mutexes are taken
+	// for batches of rebuildBatch locks or resources at a time, so that a
+	// request on a kept resource never waits for a whole shard's purge.
+	purged := 0
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
 			sh.table.RaiseTokenFloor(floor)
-			sh.table.FinishRecovery()
-			ls.deliver(sh)
+			ids := slices.Collect(sh.table.Nodes())
 			sh.mu.Unlock()
+			for _, id := range ids {
+				for more := purge[id]; more; {
+					var k int
+					sh.mu.Lock()
+					k, more = sh.table.PurgeNodeUpTo(id, rebuildBatch)
+					ls.deliver(sh)
+					sh.mu.Unlock()
+					purged += k
+				}
+			}
+		}
+	}
+	n.met.purged.Add(float64(purged))
+	for name, sp := range buf.spaces {
+		n.lockspace(name).rebuild(sp, floor, vw, p)
+	}
+	for _, ls := range n.lockspaceList() {
+		for _, sh := range ls.shards {
+			for more := true; more; {
+				sh.mu.Lock()
+				more = sh.table.FinishRecoveryUpTo(rebuildBatch)
+				ls.deliver(sh)
+				sh.mu.Unlock()
+			}
+		}
+	}
+	for b := range numBuckets {
+		if p.here.has(b) {
+			rs.rebuiltAt[b].Store(v.Epoch)
 		}
 	}
 	rs.mu.Lock()
-	rs.live = true
+	rs.mine.rebuilt(vw, n.self)
 	rs.mu.Unlock()
 }
 
-// rebuild restores the reported resources of one lockspace into its tables.
-func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v recovery.View) {
+// rebuildBatch is how many locks or resources a rebuild handles under one
+// hold of a shard's mutex.
+const rebuildBatch = 256
+
+// purgeSet returns the nodes whose locks the tables this node keeps must
+// lose: every node that is not a member of v, a member whose boot is not
+// the one it had in base (the view the tables were last rebuilt in: their
+// locks are that boot's), and every member with no lock state of its own
+// (p.fresh), which either never had locks here or dropped them.
+func (n *Node) purgeSet(v, base *view, p *plan) map[master.NodeID]bool {
+	out := map[master.NodeID]bool{}
+	if base == nil {
+		return out // the tables hold nothing
+	}
+	for _, m := range base.members {
+		if m.name == n.self.name {
+			continue
+		}
+		if !v.has(m.name, m.bootID) || p.fresh[m.name] {
+			out[m.id] = true
+		}
+	}
+	for _, m := range v.members {
+		if m.name != n.self.name && p.fresh[m.name] {
+			out[m.id] = true
+		}
+	}
+	return out
+}
+
+// rebuild restores the reported resources of one lockspace that moved to
+// this node into its tables.
+func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v *view, p *plan) {
 	now := ls.node.now()
 	for _, sh := range ls.shards {
 		sh.mu.Lock()
@@ -513,40 +811,61 @@ func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v recovery.View) {
 		sh.mu.Unlock()
 	}
 	members := map[master.NodeID]bool{}
-	for _, m := range v.Members {
-		members[nodeID(m.Name)] = true
+	for _, m := range v.members {
+		if !p.fresh[m.name] || m.name == ls.node.self.name {
+			members[m.id] = true
+		}
 	}
-	slices.SortFunc(sp.locks, func(a, b master.LockState) int {
-		if c := cmp.Compare(a.Resource, b.Resource); c != 0 {
+	// Group the locks by resource: sorted by resource hash, the name only
+	// breaking ties (two names with one hash), then by node and id, so that
+	// a resource's locks are restored in the same order on every run.
+	keyed := make([]hashedLock, len(sp.locks))
+	for i := range sp.locks {
+		keyed[i] = hashedLock{resourceHash(ls.seed, sp.locks[i].Resource), &sp.locks[i]}
+	}
+	slices.SortFunc(keyed, func(a, b hashedLock) int {
+		if c := cmp.Compare(a.h, b.h); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.Lock.Node, b.Lock.Node); c != 0 {
+		if c := cmp.Compare(a.l.Resource, b.l.Resource); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Lock.ID, b.Lock.ID)
+		if c := cmp.Compare(a.l.Lock.Node, b.l.Lock.Node); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.l.Lock.ID, b.l.Lock.ID)
 	})
-	purged := 0
-	for _, mi := range sp.masters {
-		for _, id := range mi.order {
-			if !members[id.Node] {
-				purged++
-			}
-		}
-	}
-	ls.node.met.purged.Add(float64(purged))
-	for locks := sp.locks; len(locks) > 0; {
+	var group []master.LockState
+	for rest := keyed; len(rest) > 0; {
 		n := 1
-		for n < len(locks) && locks[n].Resource == locks[0].Resource {
+		for n < len(rest) && rest[n].h == rest[0].h && rest[n].l.Resource == rest[0].l.Resource {
 			n++
 		}
-		ls.restoreResource(locks[:n], sp.masters[locks[0].Resource], members)
-		locks = locks[n:]
+		if p.rebuildsHere(rest[0].h) {
+			group = group[:0]
+			for _, k := range rest[:n] {
+				group = append(group, *k.l)
+			}
+			ls.restoreResource(group, sp.masters[rest[0].l.Resource], members)
+		}
+		rest = rest[n:]
 	}
+	// Value blocks of moved resources that no survivor reported a lock on
+	// are gone with the resource, as in VMS: a resource lives while it has
+	// a lock.
+}
+
+// hashedLock is a reported lock with its resource's hash, for grouping.
+type hashedLock struct {
+	h uint64
+	l *master.LockState
 }
 
 // restoreResource restores one resource from its holders' reports (all for
 // the same resource, sorted by node and id) and its old master's snapshot,
-// if any: the snapshot's queue order first, then the rest.
+// if any: the snapshot's queue order first, then the rest. A reported lock
+// that cannot be restored (it conflicts with one restored before it, or
+// breaks a limit) is lost: its holder is told so, never left believing.
 func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, members map[master.NodeID]bool) {
 	name := locks[0].Resource
 	if mi != nil && len(mi.order) > 1 && len(locks) > 1 {
@@ -573,11 +892,19 @@ func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, m
 	defer sh.mu.Unlock()
 	restored := 0
 	for _, l := range locks {
-		if err := sh.table.Restore(l); err != nil {
-			ls.node.log.Error("recovery: a reported lock could not be restored", "resource", name, "lock", l.Lock, "err", err)
-			continue
+		if !members[l.Lock.Node] {
+			continue // its node dropped its state since it reported
 		}
-		restored++
+		err := sh.table.Restore(l)
+		switch {
+		case err == nil:
+			restored++
+		case errors.Is(err, master.ErrLockExists):
+			// reported twice (a resent report): restored already
+		default:
+			ls.node.log.Error("recovery: a reported lock could not be restored; its holder is told it is lost", "resource", name, "lock", l.Lock, "err", err)
+			ls.lostInRecovery(sh, l.Lock, err)
+		}
 	}
 	ls.node.met.rebuilt.Add(float64(restored))
 	if mi == nil || mi.lvb == nil {
@@ -593,30 +920,61 @@ func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, m
 	_ = sh.table.RestoreValue(name, val)
 }
 
-func (h recoveryHost) Resume(v recovery.View) {
-	n := h.n
-	g := &n.gate
-	g.mu.Lock()
-	if g.recovering {
-		g.recovering = false
-		close(g.resumed)
+// lostInRecovery tells the holder of a reported lock that could not be
+// restored that it is lost. Caller holds sh.mu (a local lock of the same
+// resource lives in the same shard).
+func (ls *Lockspace) lostInRecovery(sh *shard, id master.LockID, why error) {
+	n := ls.node
+	n.met.lostInRecovery.Inc()
+	err := fmt.Errorf("its new master could not restore it after a view change: %w", why)
+	if id.Node == n.self.id {
+		if lk := sh.locks[id.ID]; lk != nil {
+			lk.released(sh, err)
+		}
+		return
 	}
-	g.updateLocked()
-	g.mu.Unlock()
-	rs := &n.recov
-	rs.mu.Lock()
-	parked := rs.parked
-	rs.parked = nil
-	rs.mu.Unlock()
-	n.sendDeferredUnlocks()
-	for _, p := range parked {
-		n.handle(p.in)
+	to := n.view.Load().byID[id.Node]
+	if to == nil {
+		return
+	}
+	c := &wire.Completion{Epoch: n.epoch(), Lockspace: ls.name, Lock: id.ID, Status: wire.StatusExpired, Err: truncate(err.Error(), wire.MaxErr)}
+	if err := n.links.Send(to.name, c); err != nil {
+		n.log.Warn("recovery: could not tell a holder its lock is lost", "peer", to.name, "lock", id, "err", err)
 	}
 }
 
-// sendDeferredUnlocks sends the unlocks made during a recovery, or that
-// found their master unreachable; those that still cannot go wait for the
-// next tick.
+// --- Resume: the moved buckets are served again.
+
+func (h recoveryHost) Resume(v recovery.View) {
+	n := h.n
+	rs := &n.recov
+	p := rs.plan.Load()
+	if p == nil || p.epoch != v.Epoch {
+		return
+	}
+	rs.mu.Lock()
+	rs.handoff = nil
+	rs.mu.Unlock()
+	rs.plan.Store(nil)
+	n.met.moving.Set(0)
+	close(p.resumed)
+	n.gate.join()
+	n.sendDeferredUnlocks()
+	n.replayHeld()
+	for _, ls := range n.lockspaceList() {
+		for _, sh := range ls.shards {
+			sh.mu.Lock()
+			if len(sh.unsent) > 0 {
+				sh.resendLocked()
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// sendDeferredUnlocks sends the unlocks made on a bucket that was being
+// rebuilt, or that found their master unreachable; those that still cannot
+// go wait for the next tick.
 func (n *Node) sendDeferredUnlocks() {
 	rs := &n.recov
 	rs.mu.Lock()
@@ -624,8 +982,9 @@ func (n *Node) sendDeferredUnlocks() {
 	rs.deferred = nil
 	rs.mu.Unlock()
 	var failed []deferredUnlock
+	p := rs.plan.Load()
 	for _, d := range todo {
-		if !d.send(n) {
+		if p.heldBack(d.hash) || !d.send(n) {
 			failed = append(failed, d)
 		}
 	}
@@ -638,11 +997,10 @@ func (n *Node) sendDeferredUnlocks() {
 
 func (h recoveryHost) LeaseLost(evicted bool) {
 	n := h.n
-	g := &n.gate
-	g.mu.Lock()
-	g.noQuorum = true
-	g.updateLocked()
-	g.mu.Unlock()
+	n.gate.setQuorum(false)
+	if evicted {
+		n.gate.unjoin()
+	}
 	why := fmt.Errorf("%w: this node lost contact with a majority of the cluster", ErrNoQuorum)
 	if evicted {
 		why = fmt.Errorf("%w: the cluster agreed a view without this node", ErrNoQuorum)
@@ -657,7 +1015,7 @@ func (h recoveryHost) LeaseLost(evicted bool) {
 	if evicted {
 		rs := &n.recov
 		rs.mu.Lock()
-		rs.live, rs.snapshot, rs.buf, rs.parked, rs.deferred = false, nil, nil, nil, nil
+		rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, nil, nil, nil, nil
 		rs.mu.Unlock()
 	}
 }
@@ -694,32 +1052,91 @@ func (ls *Lockspace) fenceShardLocked(sh *shard, why error, evicted bool) {
 	ls.deliver(sh)
 }
 
-func (h recoveryHost) LeaseRegained() {
-	g := &h.n.gate
-	g.mu.Lock()
-	g.noQuorum = false
-	g.updateLocked()
-	g.mu.Unlock()
+func (h recoveryHost) LeaseRegained() { h.n.gate.setQuorum(true) }
+
+// linkLost records that lock messages between this node and peer may have
+// been lost (both ways), and asks for a new view. If the peer (this boot of
+// it) is a member of that view, this node's tables are unreliable: the view
+// rebuilds every table this node masters from its holders' reports (the
+// peer does the same with its own). If the peer died, the view without it
+// moves its share alone.
+func (n *Node) linkLost(peer string) {
+	var boot uint64
+	if m := n.view.Load().byName[peer]; m != nil {
+		boot = m.bootID
+	}
+	rs := &n.recov
+	rs.mu.Lock()
+	if rs.linkLost == nil {
+		rs.linkLost = map[string]uint64{}
+	}
+	rs.linkLost[peer] = boot
+	rs.mu.Unlock()
+	n.rec.RequestResync()
 }
 
-// park keeps a lock message of the epoch being recovered (or a newer one)
-// for after Resume. It copies what aliases the frame.
-func (n *Node) park(in transport.Inbound) {
+// tablesUnreliableLocked reports whether a lost link to a member of v (in
+// the boot the link had) makes this node's tables unreliable, and forgets
+// the links that v settles: those to its members, and those to nodes that
+// are gone. Caller holds rs.mu.
+func (rs *recoveryState) tablesUnreliableLocked(v recovery.View) bool {
+	bad := false
+	for peer, boot := range rs.linkLost {
+		if v.Has(recovery.Member{Name: peer, BootID: boot}) {
+			bad = true
+		}
+		delete(rs.linkLost, peer)
+	}
+	return bad
+}
+
+// --- Held lock messages.
+
+// maxHeld bounds the lock messages held back during a recovery; past it a
+// message is dropped (and logged), and its sender's request waits until
+// its context ends.
+const maxHeld = 1 << 18
+
+// hold keeps a lock message for later (see admit). It copies what aliases
+// the frame. Caller holds rs.mu.
+func (rs *recoveryState) holdLocked(n *Node, list *[]parked, in transport.Inbound) {
 	in.Msg = cloneMessage(in.Msg)
 	if in.Msg == nil {
 		return
 	}
-	rs := &n.recov
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if len(rs.parked) < maxParked {
-		rs.parked = append(rs.parked, parked{in})
+	if len(rs.held)+len(rs.incoming) >= maxHeld {
+		n.log.Error("recovery: too many lock messages held back; one dropped", "from", in.From, "type", in.Msg.Type().String())
+		return
 	}
+	*list = append(*list, parked{in})
 }
 
-// maxParked bounds the messages kept during a recovery; past it a request
-// is dropped, and its sender's report (or its next view's) carries it.
-const maxParked = 1 << 16
+// replayHeld hands the held lock messages on again (at Suspend, when their
+// view is installed, and at Resume, when their bucket is rebuilt), in the
+// order they came; those that must still wait are held again, in order.
+// Messages that arrive meanwhile queue behind the replay.
+func (n *Node) replayHeld() {
+	rs := &n.recov
+	rs.mu.Lock()
+	todo := rs.held
+	rs.held = nil
+	rs.replaying.Store(true)
+	rs.mu.Unlock()
+	for {
+		for _, p := range todo {
+			n.handleRequest(p.in, true)
+		}
+		rs.mu.Lock()
+		todo = rs.incoming
+		rs.incoming = nil
+		if len(todo) == 0 {
+			rs.replaying.Store(false)
+			rs.mu.Unlock()
+			return
+		}
+		rs.mu.Unlock()
+	}
+}
 
 func cloneMessage(m wire.Message) wire.Message {
 	switch m := m.(type) {

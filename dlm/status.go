@@ -25,8 +25,13 @@ const (
 	// majority of the configured members, or the cluster agreed a view
 	// without it). Lock calls fail with ErrNoQuorum.
 	StateNoQuorum NodeState = "no_quorum"
-	// StateRecovering: a new view's recovery is under way; lock calls wait
-	// for it to end.
+	// StateRecovering: the node takes part in a view's recovery with no
+	// lock state of its own (it was left out of a view, or found it missed
+	// one, and rejoins with nothing): lock calls wait for the recovery to
+	// end. During the recovery of a view in which it keeps its lock state a
+	// node stays StateServing: calls on the resources that change master
+	// wait for the recovery, the others go on (dlm_recovery_moving_buckets
+	// says how many buckets move).
 	StateRecovering NodeState = "recovering"
 	// StateServing: the node grants and holds locks.
 	StateServing NodeState = "serving"
@@ -248,7 +253,7 @@ func (n *Node) State() NodeState {
 func (n *Node) state() (NodeState, bool) {
 	g := &n.gate
 	g.mu.Lock()
-	closed, noQuorum, recovering := g.closed, g.noQuorum, g.recovering
+	closed, noQuorum, recovering := g.closed, g.noQuorum, !g.joined
 	g.mu.Unlock()
 	served := false
 	if n.rec != nil {

@@ -1,6 +1,7 @@
 package dlm
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -50,7 +51,11 @@ func TestStatusAndLockDump(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		elsewhere := mustLock(t, ls1, "x", modes.NL)
+		x := "x"
+		for i := 0; ls1.MasterOf(x) != "n2"; i++ {
+			x = fmt.Sprintf("x%d", i) // a resource of lockspace other that n2 masters
+		}
+		elsewhere := mustLock(t, ls1, x, modes.NL)
 		defer elsewhere.Unlock()
 
 		d := c.nodes[1].LockDump(DumpOptions{Lockspace: "test", Prefix: "dump"})
@@ -91,7 +96,7 @@ func TestStatusAndLockDump(t *testing.T) {
 		for _, r := range all.Resources {
 			names = append(names, r.Lockspace+"/"+r.Name)
 		}
-		if want := []string{"other/x", "test/" + res, "test/" + other}; !slices.Equal(names, want) {
+		if want := []string{"other/" + x, "test/" + res, "test/" + other}; !slices.Equal(names, want) {
 			t.Errorf("full dump %v, want %v", names, want)
 		}
 		if lim := c.nodes[1].LockDump(DumpOptions{Limit: 2}); len(lim.Resources) != 2 || !lim.Truncated {

@@ -68,7 +68,7 @@ func (lk *Lock) Renew(ctx context.Context) error {
 		return fmt.Errorf("%w: the lock has no TTL", ErrInvalidArgument)
 	}
 	sh := lk.sh
-	if err := lk.ls.node.waitServing(ctx); err != nil {
+	if err := lk.ls.node.waitFor(ctx, lk.hash); err != nil {
 		return err
 	}
 	sent := time.Now()

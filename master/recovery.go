@@ -105,31 +105,60 @@ func (t *Table) LocksOf(node NodeID) iter.Seq[LockState] {
 	}
 }
 
+// Nodes yields the nodes the table holds locks of (or remembers: a node
+// whose locks all went), in no particular order. The table must not change
+// during the iteration.
+func (t *Table) Nodes() iter.Seq[NodeID] {
+	return func(yield func(NodeID) bool) {
+		for id := range t.nodes {
+			if !yield(id) {
+				return
+			}
+		}
+	}
+}
+
 // PurgeNode removes every lock of node, as when the node has left the
 // cluster, and grants what that lets through. A purged PW or EX lock marks
 // its resource's value not valid: the node may have been changing it. No
 // effect is produced for the purged locks themselves. It returns how many
 // locks it removed.
 func (t *Table) PurgeNode(node NodeID) int {
+	n, _ := t.PurgeNodeUpTo(node, int(^uint(0)>>1))
+	return n
+}
+
+// PurgeNodeUpTo is PurgeNode for at most max of the node's locks (max ≥ 1),
+// so that a caller holding a lock over the table can let others in between
+// batches; more says some of the node's locks are left. The table forgets
+// the node once its last lock is gone.
+func (t *Table) PurgeNodeUpTo(node NodeID, max int) (purged int, more bool) {
 	var victims []*lock
 	if ns := t.nodes[node]; ns != nil {
 		for _, l := range ns.locks {
+			if len(victims) == max {
+				more = true
+				break
+			}
 			victims = append(victims, l)
 		}
 	}
 	touched := make(map[*resource]struct{}, len(victims))
 	for _, l := range victims {
 		r := l.res
-		if l.queue != QueueWaiting && releaseWrites(l.mode) {
-			r.invalidateLVB()
-		}
+		writer := l.queue != QueueWaiting && releaseWrites(l.mode)
 		t.unlink(r, l)
 		t.dropLock(l)
+		if writer && !r.empty() {
+			r.invalidateLVB() // an empty resource takes its value with it
+		}
 		touched[r] = struct{}{}
 	}
-	t.forgetNode(node)
+	if !more {
+		t.forgetNode(node)
+	}
 	t.settle(touched)
-	return len(victims)
+	return len(victims), more
 }
 
 // forgetNode drops what the table remembers of node, so that a restarted
@@ -142,19 +171,21 @@ func (t *Table) forgetNode(node NodeID) {
 }
 
 // settle frees the emptied resources among touched and grants on the rest, in
-// name order so effects come out the same way every time.
+// name order so effects come out the same way every time. Only resources with
+// queued requests can produce effects, so only those are sorted.
 func (t *Table) settle(touched map[*resource]struct{}) {
-	rs := make([]*resource, 0, len(touched))
+	var rs []*resource
 	for r := range touched {
-		rs = append(rs, r)
+		switch {
+		case r.empty():
+			t.maybeFree(r)
+		case r.nqueued > 0:
+			rs = append(rs, r)
+		}
 	}
 	slices.SortFunc(rs, func(a, b *resource) int { return cmp.Compare(a.name, b.name) })
 	for _, r := range rs {
-		if r.empty() {
-			t.maybeFree(r)
-		} else {
-			t.grantPending(r)
-		}
+		t.grantPending(r)
 	}
 }
 
@@ -310,18 +341,42 @@ func (t *Table) restoring(name string) (*resource, restoreInfo) {
 //
 // Effects report everything granted or failed.
 func (t *Table) FinishRecovery() {
-	rs := make([]*resource, 0, len(t.recovering))
-	for r := range t.recovering {
-		rs = append(rs, r)
+	for t.FinishRecoveryUpTo(int(^uint(0) >> 1)) {
+	}
+}
+
+// FinishRecoveryUpTo is FinishRecovery for at most max of the resources
+// restored (max ≥ 1), so that a caller holding a lock over the table can let
+// others in between batches; it reports whether some are left. Effects come
+// out in name order within a batch.
+func (t *Table) FinishRecoveryUpTo(max int) (more bool) {
+	var rs []*resource
+	for r, info := range t.recovering {
+		if max == 0 {
+			more = true
+			break
+		}
+		max--
+		delete(t.recovering, r)
+		// Only a resource with queued requests can produce effects: the
+		// others are settled here, in no particular order.
+		if t.finishValue(r, info); r.nqueued > 0 {
+			rs = append(rs, r)
+		}
 	}
 	slices.SortFunc(rs, func(a, b *resource) int { return cmp.Compare(a.name, b.name) })
 	for _, r := range rs {
-		t.finishResource(r, t.recovering[r])
+		t.finishGrants(r)
 	}
-	t.recovering = nil
+	if !more {
+		t.recovering = nil
+	}
+	return more
 }
 
-func (t *Table) finishResource(r *resource, info restoreInfo) {
+// finishValue settles a restored resource's value (and frees it if it
+// holds no lock).
+func (t *Table) finishValue(r *resource, info restoreInfo) {
 	switch {
 	case info.best != nil && r.lvb == nil && info.best.Seq == 0 && info.best.Valid && len(info.best.Data) == 0:
 		// A value never written: nothing to store.
@@ -334,8 +389,12 @@ func (t *Table) finishResource(r *resource, info restoreInfo) {
 	}
 	if r.empty() {
 		t.maybeFree(r)
-		return
 	}
+}
+
+// finishGrants grants what a restored resource with queued requests lets
+// through, the recovery way (see FinishRecovery).
+func (t *Table) finishGrants(r *resource) {
 	t.grantConversionsUnordered(r)
 	t.breakConversionDeadlocks(r)
 	t.grantPending(r)

@@ -264,12 +264,20 @@ func (m *Manager) onCommit(c *wire.Commit) {
 	}
 	m.barrier = barrier{epoch: v.Epoch, statuses: map[string]uint8{}}
 	r := m.startRunLocked(prev, v)
+	// One run at a time: the host's calls of two views never overlap. The
+	// aborted run ends at its next step (or after the one it is in).
+	wait, done := m.runDone, make(chan struct{})
+	m.runDone = done
 	m.met.epoch.Set(float64(v.Epoch))
 	m.wg.Add(1) // under mu, after the check of stop above: see there
 	m.mu.Unlock()
 	m.log.Info("view committed", "view", v.String(), "removed", Removed(prev, v))
 	go func() {
 		defer m.wg.Done()
+		defer close(done)
+		if wait != nil {
+			<-wait
+		}
 		m.recover(r)
 	}()
 }

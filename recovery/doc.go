@@ -12,8 +12,8 @@
 // proposes (epoch, members) whenever those differ from the committed view;
 // a proposal commits when every member of the new view promised it and
 // they are a quorum (a majority) of the configured cluster. Every lock
-// message carries its epoch, and a node drops lock messages of older
-// epochs. The first view waits up to Config.Settle for every configured
+// message carries its epoch, by which a node drops those older than what
+// they could change (see below). The first view waits up to Config.Settle for every configured
 // member once a quorum is up, so that a cluster starting together forms one
 // view. A node that finds views were agreed without it (a zombie) drops
 // all lock state and rejoins with nothing.
@@ -38,15 +38,38 @@
 //
 // # Recovery phases
 //
-//	member:       Suspend; Report; wait out the lock-delay of each removed
-//	              member; status 1
+//	member:       Prepare (every member's lock state); Suspend; Report;
+//	              wait out the lock-delay of every node not in the view;
+//	              status 1
 //	coordinator:  every member at 1: phase 1
 //	member:       Rebuild; status 2
 //	coordinator:  every member at 2: phase 2
 //	member:       Resume
 //
 // A newer view aborts a recovery wherever it stands and the next starts
-// over. Lost statuses or phases are repeated.
+// over; runs never overlap. Lost statuses or phases are repeated. The Host
+// (dlm) moves only what changes master: from every member's state, learned
+// in Prepare, each member computes the same plan; the resources whose
+// master keeps their table are served throughout, the others wait from
+// Suspend to Resume. A removed node's locks in the tables kept are purged
+// at Rebuild, after every member waited out the lock-delay.
+//
+// # Why serving the others during a view change is safe
+//
+// A resource is granted on by at most one table at a time: a table is kept
+// only by the resource's master in the new view, and only if that master
+// rebuilt it itself and no member holding locks reported it elsewhere since
+// (a member that went through a view the master did not is a zombie and
+// drops its lock state; the others purge it). Every other table of the
+// resource was dropped before any member reported it, and its new master
+// grants only after the barrier that follows every member's report and
+// lock-delay. Messages older than what they could change are dropped: a
+// holder drops answers of an epoch before it reported the lock, a master
+// requests of an epoch before it rebuilt the bucket or purged the sender.
+// A removed node's locks go only after every member waited out the
+// lock-delay from its own last acknowledgement of that node, so its lease
+// has ended. The argument, step by step, and the invariants the nemesis
+// tests check, are in docs/design/recovery.md in the repository.
 //
 // # What is assumed
 //

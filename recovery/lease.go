@@ -150,6 +150,9 @@ func (m *Manager) evictLocked(why string) bool {
 	}
 	m.evicted = true
 	m.leaseOK = false
+	if m.run != nil {
+		m.run.cancel() // an evicted node completes no recovery until it is a member again
+	}
 	m.log.Warn("evicted: dropping all lock state", "why", why)
 	m.met.evictions.Inc()
 	return true

@@ -18,18 +18,26 @@ import (
 // with the Manager's mutex held, and calls come from one goroutine at a
 // time for a given view.
 type Host interface {
-	// Suspend stops lock traffic: from now on the node sends no new lock
-	// request, drops lock messages of earlier epochs, and keeps those of v
-	// for after Resume.
+	// Prepare tells every member of v what this node's lock state is (which
+	// tables it holds, which views it went through) and returns once it
+	// knows every member's, or ctx ends: from them every member decides
+	// alike which resources move in v. Lock traffic goes on as before.
+	Prepare(ctx context.Context, v View) error
+	// Suspend installs v: from now on lock messages carry v's epoch, the
+	// resources that move (as Prepare decided) are held back until Resume,
+	// and every other resource keeps being served.
 	Suspend(v View)
-	// Report sends what this node knows to the masters of view v: the
-	// locks it holds or waits for, and what it mastered before. It returns
-	// once every report has been acknowledged, or ctx ends.
+	// Report sends what this node knows of the moving resources to their
+	// masters in v: the locks it holds or waits for there, and what it
+	// mastered of them before. It returns once every report has been
+	// acknowledged, or ctx ends.
 	Report(ctx context.Context, v View) error
-	// Rebuild builds the lock tables of the resources this node masters in
-	// v from the reports it received for v.
+	// Rebuild drops from the tables this node keeps the locks of nodes
+	// that left (the lock-delay has passed for them), and builds the
+	// tables of the resources that moved to it from the reports it
+	// received for v.
 	Rebuild(v View)
-	// Resume re-enables locking in view v.
+	// Resume serves the moved resources in view v.
 	Resume(v View)
 	// LeaseLost tells the node it has no quorum lease: it must stop
 	// granting, fail waiting requests and report its locks lost. evicted
@@ -72,9 +80,10 @@ type Manager struct {
 	proposing   bool
 	retryAfter  time.Time // a failed proposal waits until then
 	run         *recoveryRun
-	resumed     uint64 // epoch whose recovery completed here
-	// recoveredView is that epoch's view: the next recovery waits out the
-	// lock-delay of every member removed since.
+	runDone     chan struct{} // closed when the latest run's goroutine ends
+	resumed     uint64        // epoch whose recovery completed here
+	// recoveredView is that epoch's view: what the next recovery's
+	// figures (Stats.Removed, Added) are counted from.
 	recoveredView View
 	evicted       bool    // a newer view left this node out
 	barrier       barrier // coordinator's side of the current epoch's recovery

@@ -117,6 +117,10 @@ type fakeHost struct {
 
 func (h *fakeHost) log(s string) { h.mu.Lock(); h.events = append(h.events, s); h.mu.Unlock() }
 
+func (h *fakeHost) Prepare(ctx context.Context, v View) error {
+	h.log(fmt.Sprintf("prepare %d", v.Epoch))
+	return nil
+}
 func (h *fakeHost) Suspend(v View) { h.log(fmt.Sprintf("suspend %d", v.Epoch)) }
 func (h *fakeHost) Report(ctx context.Context, v View) error {
 	h.log(fmt.Sprintf("report %d", v.Epoch))
@@ -200,7 +204,7 @@ func TestFirstViewAndServing(t *testing.T) {
 			h.mu.Lock()
 			ev := fmt.Sprint(h.events)
 			h.mu.Unlock()
-			if want := "[suspend 1 report 1 rebuild 1 resume 1 lease regained]"; ev != want && ev != "[suspend 1 report 1 rebuild 1 lease regained resume 1]" && ev != "[lease regained suspend 1 report 1 rebuild 1 resume 1]" {
+			if want := "[prepare 1 suspend 1 report 1 rebuild 1 resume 1 lease regained]"; ev != want && ev != "[prepare 1 suspend 1 report 1 rebuild 1 lease regained resume 1]" && ev != "[lease regained prepare 1 suspend 1 report 1 rebuild 1 resume 1]" {
 				t.Errorf("%s: %s", name, ev)
 			}
 		}

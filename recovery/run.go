@@ -11,20 +11,23 @@ import (
 // ls_recover, with a barrier between them that the view's coordinator
 // keeps:
 //
-//	each member:  Suspend; Report (its locks to their new masters, what it
-//	              mastered to the new masters); wait out the lock-delay of
-//	              every removed member; status 1
+//	each member:  Prepare (learn every member's lock state); Suspend;
+//	              Report (its locks on the resources that move, to their
+//	              new masters; what it mastered of them); wait out the
+//	              lock-delay of every node that is not a member; status 1
 //	coordinator:  all at 1 → phase 1
-//	each member:  Rebuild (tables from the reports); status 2
+//	each member:  Rebuild (purge the locks of nodes that left; tables of
+//	              the moved resources from the reports); status 2
 //	coordinator:  all at 2 → phase 2
 //	each member:  Resume
 //
 // A newer view aborts the run wherever it is; the next one starts over
-// from the reports, which is always possible because every node reports
-// what it holds, not what it was told. Lost status or phase messages are
-// repeated: a member repeats its status every StatusInterval until the next
-// phase arrives, and the coordinator answers each status with the phase it
-// reached.
+// from what every member then holds, which is always possible because
+// every node reports what it holds, not what it was told. Runs never
+// overlap: a run starts once the one it aborted has returned. Lost status
+// or phase messages are repeated: a member repeats its status every
+// StatusInterval until the next phase arrives, and the coordinator answers
+// each status with the phase it reached.
 
 // Phases of the barrier.
 const (
@@ -52,6 +55,7 @@ type Stats struct {
 	Started   time.Time     // when this node started recovering the view
 	Removed   []Member      // members of the previous view not in this one
 	Added     []Member      // members of this view not in the previous one
+	Prepare   time.Duration // learning every member's lock state
 	Report    time.Duration // suspend, send every report, get every ack
 	LockDelay time.Duration // waiting out removed members' leases
 	Barrier1  time.Duration // waiting for every member's reports
@@ -78,6 +82,17 @@ func (m *Manager) recover(r *recoveryRun) {
 	lap := func(d *time.Duration, t *time.Time) { now := time.Now(); *d = now.Sub(*t); *t = now }
 	m.met.recoveries.Inc()
 	t := start
+	if r.ctx.Err() != nil {
+		return // aborted while the run before it ended
+	}
+	if err := m.host.Prepare(r.ctx, r.view); err != nil {
+		if r.ctx.Err() == nil {
+			m.log.Warn("recovery: members' lock state not learned; waiting for a new view", "epoch", r.view.Epoch, "err", err)
+		}
+		return
+	}
+	lap(&st.Prepare, &t)
+	m.met.phase.WithLabelValues("prepare").Observe(st.Prepare.Seconds())
 	m.host.Suspend(r.view)
 	if err := m.host.Report(r.ctx, r.view); err != nil {
 		if r.ctx.Err() == nil {
@@ -131,19 +146,28 @@ func (m *Manager) recover(r *recoveryRun) {
 }
 
 // waitLockDelay waits until LockDelay has passed since the last heartbeat
-// this node acknowledged for each member the view removed. It reports
-// false if the run was aborted meanwhile.
+// this node acknowledged for every node (name and boot) that is not a
+// member of the view: not only those the view removed from the one before,
+// but also those an aborted view removed, whose locks this view's rebuild
+// purges just the same. It reports false if the run was aborted meanwhile.
 func (m *Manager) waitLockDelay(r *recoveryRun) bool {
 	if m.noLockDelay {
 		return true
 	}
 	var until time.Time
 	m.mu.Lock()
-	for _, gone := range Removed(r.prev, r.view) {
-		if t, ok := m.ackGiven[gone]; ok {
-			if end := t.Add(m.cfg.LockDelay()); end.After(until) {
-				until = end
-			}
+	now := time.Now()
+	for gone, t := range m.ackGiven {
+		if r.view.Has(gone) {
+			continue
+		}
+		end := t.Add(m.cfg.LockDelay())
+		if !end.After(now) {
+			delete(m.ackGiven, gone) // long over: nothing to wait for again
+			continue
+		}
+		if end.After(until) {
+			until = end
 		}
 	}
 	m.mu.Unlock()

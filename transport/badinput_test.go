@@ -67,7 +67,7 @@ func waitClosed(c net.Conn) {
 }
 
 func evilHello() *wire.Hello {
-	return &wire.Hello{Version: wire.Version, ClusterID: cluster, Node: "evil", BootID: 666}
+	return &wire.Hello{Version: wire.Version, ClusterID: cluster, Node: "evil", BootID: 666, Session: 1}
 }
 
 // Each malformed frame closes only its own connection, is counted under its

@@ -81,6 +81,7 @@ func (p *peer) reply(to ReplyTo, m wire.Message) error {
 	switch {
 	case err != nil:
 	case p.state == up && p.remoteBoot != to.BootID,
+		p.state == down && p.sessBoot != to.BootID,
 		p.state == connecting && p.queuedBoot != 0 && p.queuedBoot != to.BootID:
 		err = fmt.Errorf("%w: %s boot %x", ErrStaleReply, p.name, to.BootID)
 	case p.state == connecting:

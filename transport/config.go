@@ -55,11 +55,29 @@ type Config struct {
 	// twice HeartbeatInterval. Default 3 s.
 	IdleTimeout time.Duration
 	// OnLinkDown, if set, is called when an established connection to a
-	// peer goes down: messages sent on it may not have arrived (those still
-	// in the write buffer are dropped). It runs on the peer's manager
-	// goroutine and must not block. A protocol that needs every message
-	// (dlm's) resynchronises with the peer then.
+	// peer goes down. Within SessionTimeout nothing sent on it is lost: the
+	// next connection resends it (OnSessionLost says when that failed). It
+	// runs on the peer's manager goroutine and must not block.
 	OnLinkDown func(peer string, err error)
+	// SessionTimeout is how long a link's session outlives a broken
+	// connection: frames sent meanwhile queue (within WriteBufferLimit),
+	// and on the next connection each end resends what the other did not
+	// handle, so that nothing is lost and nothing arrives twice (see
+	// "Sessions" in the package doc). Past it, or past WriteBufferLimit,
+	// the session ends: what was not delivered is lost (OnSessionLost)
+	// and sends fail fast with ErrUnreachable until the next connection.
+	// 0 ends a session with its connection. Default 30 s: longer than any
+	// reconnection between live nodes, short enough that a dead peer's
+	// queue does not linger.
+	SessionTimeout time.Duration
+	// OnSessionLost, if set, is called when frames sent to a peer, or by
+	// it, may have been lost for good: a session ended before it was
+	// delivered (timeout, overflow, bad input), or the peer started a new
+	// one that did not resume this node's. A peer that restarted (a new
+	// boot) is reported too. It runs on a library goroutine and must not
+	// block. A protocol that needs every message (dlm's) resynchronises
+	// with the peer then.
+	OnSessionLost func(peer string, err error)
 	// Backoff spaces reconnection attempts to an unreachable peer.
 	Backoff Backoff
 	// Seed seeds the backoff jitter. 0 means derive it from BootID.
@@ -105,6 +123,7 @@ func DefaultConfig() Config {
 		WriteTimeout:      5 * time.Second,
 		HeartbeatInterval: 500 * time.Millisecond,
 		IdleTimeout:       3 * time.Second,
+		SessionTimeout:    30 * time.Second,
 		Backoff:           Backoff{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2, Jitter: 0.5},
 	}
 }
@@ -128,6 +147,7 @@ func (c *Config) Validate() error {
 	check(c.DialTimeout <= 0 || c.HandshakeTimeout <= 0 || c.WriteTimeout <= 0, "timeouts must be positive")
 	check(c.HeartbeatInterval <= 0, "HeartbeatInterval must be positive")
 	check(c.IdleTimeout < 2*c.HeartbeatInterval, "IdleTimeout %v must be at least twice HeartbeatInterval %v", c.IdleTimeout, c.HeartbeatInterval)
+	check(c.SessionTimeout < 0, "SessionTimeout must not be negative")
 	b := c.Backoff
 	check(b.Initial <= 0 || b.Max < b.Initial, "Backoff needs 0 < Initial ≤ Max")
 	check(b.Multiplier < 1, "Backoff.Multiplier must be ≥ 1")

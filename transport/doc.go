@@ -42,10 +42,11 @@
 // growing without bound. Post leaves the write to the link's writer
 // goroutine; Piggyback lets a one-way message wait a little (at most about
 // 20 µs in a busy process) to leave with the next message to the same
-// peer. While a peer is unreachable (its last connection failed or could
-// not be made), Send, Go, Call and Reply fail at once with ErrUnreachable:
-// nothing is queued for an absent peer, except until the first connection
-// after SetPeer. Call blocks for the reply (with a context), CallInto too
+// peer. While a peer whose link was up is unreachable, messages queue in
+// its session (see "Sessions") for up to Config.SessionTimeout; a peer
+// never reached since SetPeer, or whose session ended, is absent: Send, Go,
+// Call and Reply fail at once with ErrUnreachable, except until the first
+// connection after SetPeer. Call blocks for the reply (with a context), CallInto too
 // with the reply decoded into a message the caller provides (no allocation
 // per reply); Go returns at once and runs a callback.
 //
@@ -72,21 +73,37 @@
 // restarted in between, because the new process could have a pending call
 // with the same id.
 //
+// # Sessions
+//
+// A link loses nothing when its connection breaks. Each node numbers the
+// frames it sends a peer within a send session and keeps them until the
+// peer acknowledges them (Pings carry acknowledgements, every heartbeat and
+// every 256 frames); on the next connection each end's Hello says how many
+// frames of the other's session it handled, and the other resends the
+// rest, in order, before anything new. The count is exact because the
+// connection before has ended on both ends by then: nothing is lost and
+// nothing arrives twice. Pending calls wait through the outage. A session
+// ends when the link stays down longer than SessionTimeout, its queue
+// passes WriteBufferLimit, the peer restarts, says goodbye (Close sends a
+// Ping with Closing) or loses count (after bad input from it); then its
+// pending calls fail with ErrConnLost, what was not delivered is dropped,
+// and both ends call OnSessionLost. The design is in session.go.
+//
 // # Failures
 //
-//   - A pending call fails with ErrConnLost when the connection that carried
-//     its request (and would carry its reply) fails or is replaced; with
-//     ErrPeerRemoved on RemovePeer; with ErrClosed on Close. Callbacks for
-//     these run on a library goroutine, never on the caller's.
+//   - A pending call fails with ErrConnLost when the session that carried
+//     its request (and would carry its reply) ends; with ErrPeerRemoved on
+//     RemovePeer; with ErrClosed on Close. Callbacks for these run on a
+//     library goroutine, never on the caller's.
 //   - The dialler sends a Ping every HeartbeatInterval and the acceptor
 //     answers it; both ends fail a connection on which nothing arrived for
 //     IdleTimeout (at most 9/8 of it), so a peer that vanished without
 //     closing (power loss, a partition) is noticed within IdleTimeout, not
 //     after TCP's minutes.
 //   - A failed connection is redialled by its dialler with capped, jittered
-//     exponential backoff (Config.Backoff); the other end fails fast
-//     (ErrUnreachable) until it is dialled again. Both ends call OnLinkDown.
-//     Dials, handshakes and writes have deadlines.
+//     exponential backoff (Config.Backoff); both ends queue for the session
+//     meanwhile (or fail fast with ErrUnreachable once it ended). Both ends
+//     call OnLinkDown. Dials, handshakes and writes have deadlines.
 //   - Bad input (a declared length over MaxFrame, a truncated frame, a wrong
 //     version, an unknown type, a declared length longer than the frame, a
 //     message that fails validation, trailing bytes, a second Hello) closes

@@ -44,15 +44,15 @@ func handshakeReason(err error) string {
 	return "io"
 }
 
-// handshakeOut runs the dialer's side on c and returns the reader to use for
-// the rest of the connection and the acceptor's Hello.
-func (l *Links) handshakeOut(ctx context.Context, c net.Conn, want string) (*frameReader, *wire.Hello, error) {
+// handshakeOut runs the dialer's side on c, sending mine, and returns the
+// reader to use for the rest of the connection and the acceptor's Hello.
+func (l *Links) handshakeOut(ctx context.Context, c net.Conn, want string, mine *wire.Hello) (*frameReader, *wire.Hello, error) {
 	ctx, cancel := l.handshakeDeadline(ctx, c)
 	defer cancel()
 	if err := runTLS(ctx, c); err != nil {
 		return nil, nil, err
 	}
-	if err := l.writeHello(c); err != nil {
+	if err := l.writeHello(c, mine); err != nil {
 		return nil, nil, err
 	}
 	fr := newFrameReader(c, 0, &l.cfg.Limits) // the handshake sets its deadlines
@@ -67,8 +67,9 @@ func (l *Links) handshakeOut(ctx context.Context, c net.Conn, want string) (*fra
 	return fr, h, c.SetDeadline(time.Time{})
 }
 
-// handshakeIn runs the acceptor's side.
-func (l *Links) handshakeIn(c net.Conn, fr *frameReader) (*wire.Hello, error) {
+// handshakeIn runs the acceptor's side: answer makes its Hello from the
+// dialer's (the sessions' state, see session.go).
+func (l *Links) handshakeIn(c net.Conn, fr *frameReader, answer func(*wire.Hello) *wire.Hello) (*wire.Hello, error) {
 	ctx, cancel := l.handshakeDeadline(context.Background(), c)
 	defer cancel()
 	if err := runTLS(ctx, c); err != nil {
@@ -78,7 +79,7 @@ func (l *Links) handshakeIn(c net.Conn, fr *frameReader) (*wire.Hello, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.writeHello(c); err != nil {
+	if err := l.writeHello(c, answer(h)); err != nil {
 		return nil, err
 	}
 	fr.setIdle(l.cfg.IdleTimeout)
@@ -105,8 +106,8 @@ func runTLS(ctx context.Context, c net.Conn) error {
 	return nil
 }
 
-func (l *Links) writeHello(c net.Conn) error {
-	frame, err := wire.AppendFrame(nil, wire.Header{}, l.hello(), &l.cfg.Limits)
+func (l *Links) writeHello(c net.Conn, h *wire.Hello) error {
+	frame, err := wire.AppendFrame(nil, wire.Header{}, h, &l.cfg.Limits)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,9 @@ type inConn struct {
 	// made it its link, or will not (see serveInbound).
 	settled    chan struct{}
 	settleOnce sync.Once
+	// readDone is closed when nothing more of the connection will be
+	// handled: a newer connection from the same peer resumes from there.
+	readDone chan struct{}
 
 	// mu orders a heartbeat answer written by the reader against the peer
 	// taking the connection over: only an unattached connection is
@@ -37,7 +40,7 @@ type inConn struct {
 }
 
 func newInConn(c net.Conn) *inConn {
-	return &inConn{conn: c, ended: make(chan error, 1), settled: make(chan struct{})}
+	return &inConn{conn: c, ended: make(chan error, 1), settled: make(chan struct{}), readDone: make(chan struct{})}
 }
 
 func (ic *inConn) settle() { ic.settleOnce.Do(func() { close(ic.settled) }) }
@@ -56,9 +59,14 @@ func (ic *inConn) attach() {
 func (l *Links) serveInbound(ic *inConn) {
 	defer l.wg.Done()
 	defer l.forgetInbound(ic)
+	defer close(ic.readDone)
 	remote := ic.conn.RemoteAddr().String()
 	fr := newFrameReader(ic.conn, 0, &l.cfg.Limits) // the handshake sets its deadlines
-	hello, err := l.handshakeIn(ic.conn, fr)
+	var recv *recvCounter
+	hello, err := l.handshakeIn(ic.conn, fr, func(h *wire.Hello) *wire.Hello {
+		recv = l.resumeIn(ic, h)
+		return l.helloFor(h.Node, l.sessionFor(h))
+	})
 	if err != nil {
 		reason := handshakeReason(err)
 		l.met.handshakeRejected.WithLabelValues(reason).Inc()
@@ -66,6 +74,7 @@ func (l *Links) serveInbound(ic *inConn) {
 		return
 	}
 	r := newInReader(l, ic, fr, hello, lendsReading(ic.conn))
+	r.recv = recv
 	l.mu.Lock()
 	ic.from, ic.hello, ic.r = hello.Node, hello, r
 	p := l.peers[hello.Node]
@@ -85,10 +94,78 @@ func (l *Links) serveInbound(ic *inConn) {
 	ic.ended <- err
 }
 
-// read runs the reading of a connection until it ends, and logs why.
+// resumeIn readies the acceptor's side of a new connection from the
+// dialler's Hello h: older connections from the same node are closed and
+// their reading has ended (so that the count of what was handled is
+// final), and it returns the counter of the dialler's session.
+func (l *Links) resumeIn(ic *inConn, h *wire.Hello) *recvCounter {
+	l.mu.Lock()
+	var old []*inConn
+	for c := range l.inbound {
+		if c != ic && c.from == h.Node {
+			old = append(old, c)
+		}
+	}
+	l.mu.Unlock()
+	wait := time.NewTimer(l.cfg.HandshakeTimeout)
+	defer wait.Stop()
+	for _, c := range old {
+		_ = c.conn.Close()
+		select {
+		case <-c.readDone:
+		case <-wait.C:
+			l.log.Warn("an older connection from the peer is still being read", "peer", h.Node)
+		}
+	}
+	return l.countFrom(h)
+}
+
+// countFrom returns the counter of the frames handled of the send session
+// a peer's Hello h announces, and tells the application if it replaced an
+// unfinished session of the same boot.
+func (l *Links) countFrom(h *wire.Hello) *recvCounter {
+	c, lost := l.recvFor(h.Node, h.BootID, h.Session)
+	if lost {
+		l.log.Warn("link session lost: the peer started a new one; frames from it may be lost", "peer", h.Node)
+		l.sessionLost(h.Node, fmt.Errorf("%w: %s started a new session", errSessionLost, h.Node))
+	}
+	return c
+}
+
+// sessionFor is the send session this node announces to the dialler of h:
+// the one of its peer for that node, once it can be resumed on this
+// connection (a new one if not), or the first it will have if the peer is
+// not set yet.
+func (l *Links) sessionFor(h *wire.Hello) uint64 {
+	l.mu.RLock()
+	p := l.peers[h.Node]
+	l.mu.RUnlock()
+	if p == nil || !p.accepts {
+		return firstSession(l.cfg.BootID, h.Node)
+	}
+	p.mu.Lock()
+	ok := p.resumableLocked(h)
+	p.mu.Unlock()
+	if !ok {
+		p.endSession(fmt.Errorf("the peer (boot %x) did not resume this node's session", h.BootID))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !ok {
+		p.renewing = time.Now()
+	}
+	return p.session
+}
+
+// read runs the reading of a connection until it ends, and logs why. Bad
+// input also ends the count of the session it came in: the frame must not
+// come again (see forgetRecv).
 func (l *Links) read(r *inReader, remote string) error {
 	err := r.watch()
 	if reason := rejectReason(err); reason != "" {
+		if r.recv != nil {
+			l.forgetRecv(r.hello.Node, r.recv)
+		}
 		l.met.reject(reason)
 		l.log.Warn("closed connection on bad input", "peer", r.hello.Node, "remote", remote, "reason", reason, "err", err)
 	} else {
@@ -136,6 +213,9 @@ func (l *Links) dispatch(ic *inConn, hello *wire.Hello, owner *peer, h wire.Head
 	case h.Type == wire.TypePing:
 		if h.ID != 0 {
 			return &errProtocol{"malformed", "Ping with a request id"}
+		}
+		if ping := m.(*wire.Ping); owner != nil && (ping.Received > 0 || ping.Closing) {
+			owner.onAck(ping)
 		}
 		return l.pong(ic)
 	}

@@ -147,7 +147,7 @@ func TestFlushWaitsForQueuedMessages(t *testing.T) {
 	for len(b.rec.messages()) < n && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if got := len(b.rec.messages()); got != n {
-		t.Fatalf("b received %d of %d messages queued before Flush and Close", got, n)
+	if got := b.rec.messages(); len(got) != n {
+		t.Fatalf("b received %d of %d messages queued before Flush and Close (last lock %d)", len(got), n, got[len(got)-1].lock)
 	}
 }

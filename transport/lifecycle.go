@@ -50,9 +50,17 @@ func (p *peer) runDialling() {
 		if attempt > 0 && !p.sleep(p.l.cfg.Backoff.wait(attempt, p.rng.Float64())) {
 			return
 		}
+		p.expireSession()
 		ic, err := p.connect()
 		if err == nil {
 			err = p.up(ic)
+			if errors.Is(err, errNewSession) {
+				// The session could not be resumed and a new one started:
+				// dial again at once, announcing it.
+				if ic, err = p.connect(); err == nil {
+					err = p.up(ic)
+				}
+			}
 		}
 		if err != nil {
 			attempt++
@@ -68,12 +76,23 @@ func (p *peer) runDialling() {
 		}
 		served, attempt = true, 1
 		log.Debug("connected", "boot", ic.hello.BootID)
-		go func() { ic.ended <- p.l.read(ic.r, p.addr) }()
+		go func() {
+			err := p.l.read(ic.r, p.addr)
+			close(ic.readDone)
+			ic.ended <- err
+		}()
+		since := time.Now()
 		_, err = p.serve(ic)
 		p.down(err)
 		<-ic.ended // the reader goroutine has ended (serve closed the connection)
 		if p.ctx.Err() != nil {
 			return
+		}
+		if time.Since(since) > p.l.cfg.Backoff.Max {
+			// A connection that lived a while broke (a reset): dial again
+			// at once, so that the session resumes soon. One that breaks
+			// as soon as it is up backs off.
+			attempt = 0
 		}
 		log.Info("connection lost", "err", err)
 	}
@@ -91,6 +110,9 @@ func (p *peer) runAccepting() {
 	log := p.l.log.With("peer", p.name)
 	first := time.NewTimer(p.l.cfg.DialTimeout + p.l.cfg.HandshakeTimeout)
 	defer first.Stop()
+	expire := time.NewTimer(time.Hour)
+	expire.Stop()
+	defer expire.Stop()
 	var next *inConn
 	for served := false; ; {
 		ic := next
@@ -99,6 +121,9 @@ func (p *peer) runAccepting() {
 			case ic = <-p.incoming:
 			case <-first.C:
 				p.down(errNotDialled)
+				continue
+			case <-expire.C:
+				p.expireSession()
 				continue
 			case <-p.ctx.Done():
 				return
@@ -126,7 +151,21 @@ func (p *peer) runAccepting() {
 		if p.ctx.Err() != nil {
 			return
 		}
+		if t := p.l.cfg.SessionTimeout; t > 0 {
+			expire.Reset(t)
+		}
 		log.Info("connection lost", "err", err)
+	}
+}
+
+// expireSession ends the session if the link has been down longer than
+// SessionTimeout.
+func (p *peer) expireSession() {
+	p.mu.Lock()
+	expired := p.state == down && p.sessUp && !p.sessionAliveLocked()
+	p.mu.Unlock()
+	if expired {
+		p.endSession(fmt.Errorf("the link stayed down longer than %v", p.l.cfg.SessionTimeout))
 	}
 }
 
@@ -149,7 +188,10 @@ func (p *peer) connect() (*inConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial: %w", err)
 	}
-	fr, hello, err := p.l.handshakeOut(p.ctx, c, p.name)
+	p.mu.Lock()
+	session := p.session
+	p.mu.Unlock()
+	fr, hello, err := p.l.handshakeOut(p.ctx, c, p.name, p.l.helloFor(p.name, session))
 	if err != nil {
 		_ = c.Close()
 		return nil, err
@@ -157,26 +199,52 @@ func (p *peer) connect() (*inConn, error) {
 	ic := newInConn(c)
 	ic.from, ic.hello, ic.attached = hello.Node, hello, true
 	ic.r = newInReader(p.l, ic, fr, hello, lendsReading(c))
+	ic.r.recv = p.l.countFrom(hello)
 	return ic, nil
 }
 
-// up installs a handshaken connection. Replies queued while connecting for
-// another boot of the peer are dropped with the rest of the buffer: the
-// process that asked is gone.
+// errNewSession: a dialler found its session could not be resumed and
+// started a new one, which it must announce on a new connection.
+var errNewSession = errors.New("the session could not be resumed; a new one started")
+
+// up installs a handshaken connection and resumes the session on it: what
+// the peer did not handle of it goes first (session.go). Replies queued
+// while connecting for another boot of the peer are dropped with the rest
+// of the buffer: the process that asked is gone.
 func (p *peer) up(ic *inConn) error {
 	c, hello := ic.conn, ic.hello
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	switch {
 	case p.state == stopped:
+		p.mu.Unlock()
 		_ = c.Close()
 		return context.Cause(p.ctx)
 	case p.broken != nil:
+		p.mu.Unlock()
 		_ = c.Close()
 		return p.broken
 	case p.queuedBoot != 0 && p.queuedBoot != hello.BootID:
-		p.buf = p.buf[:0]
+		// Nothing of the session reached anyone yet: it starts over empty,
+		// under the id already announced.
+		p.buf, p.retain, p.nsent, p.acked = p.buf[:0], p.retain[:0], 0, 0
 	}
+	if !p.resumableLocked(hello) {
+		p.mu.Unlock()
+		_ = c.Close()
+		if p.accepts {
+			// The handshake started a new session for this; the peer's
+			// state moved since: let it dial again.
+			return fmt.Errorf("%w: %s: the session moved during the handshake", errSessionLost, p.name)
+		}
+		p.endSession(fmt.Errorf("the peer (boot %x) did not resume this node's session", hello.BootID))
+		p.mu.Lock()
+		p.renewing = time.Now()
+		p.mu.Unlock()
+		return errNewSession
+	}
+	defer p.mu.Unlock()
+	p.resumeLocked(hello)
+	p.renewing = time.Time{}
 	p.state, p.conn, p.remoteBoot, p.queuedBoot = up, c, hello.BootID, 0
 	p.raw = inlineConn(c)
 	// The connection's reading is lendable as soon as the link is up, so
@@ -194,8 +262,12 @@ func (p *peer) up(ic *inConn) error {
 	return nil
 }
 
-// down tears the connection down after err: the buffer is dropped and the
-// pending calls fail, because their requests or replies may be lost.
+// down tears the connection down after err. The write buffer's bytes are
+// dropped: they are kept in the session, which the next connection resumes
+// (pending calls wait for it), unless the session ends now (it never
+// reached the peer, its queue overflowed, or sessions do not outlive a
+// connection): then its calls fail, because their requests or replies may
+// be lost.
 func (p *peer) down(err error) {
 	p.mu.Lock()
 	wasUp := p.conn != nil
@@ -214,17 +286,38 @@ func (p *peer) down(err error) {
 	if p.state != stopped {
 		p.state, p.lastErr = down, err
 	}
+	if wasUp {
+		p.downSince = time.Now()
+	}
+	// A session renewed for a connection about to be installed is kept
+	// too: what was queued for it goes out on that connection.
+	renewing := time.Since(p.renewing) < p.l.cfg.HandshakeTimeout
+	keep := p.state != stopped && !p.overflowed && (p.sessionAliveLocked() || renewing)
+	wasSessUp := p.sessUp
+	p.overflowed = false
 	p.notifyDrainedLocked()
 	if p.upClosed {
 		p.upCh, p.upClosed = make(chan struct{}), false
+	}
+	if !keep && !wasSessUp {
+		// Nothing reached anyone: start over empty (no frame is lost that
+		// the senders were not told of: they got errors or will).
+		p.buf, p.retain, p.nsent, p.acked = p.buf[:0], p.retain[:0], 0, 0
 	}
 	p.mu.Unlock()
 	if wasUp && p.ctx.Err() == nil && p.l.cfg.OnLinkDown != nil {
 		p.l.cfg.OnLinkDown(p.name, err)
 	}
+	if keep {
+		return
+	}
 	lost := ErrConnLost
 	if cause := context.Cause(p.ctx); cause != nil {
 		lost = cause
+	}
+	if wasSessUp && p.ctx.Err() == nil {
+		p.endSession(err)
+		return
 	}
 	p.failPending(fmt.Errorf("%w: %s: %v", lost, p.name, err))
 }
@@ -265,10 +358,35 @@ func (p *peer) serve(ic *inConn) (*inConn, error) {
 	return next, err
 }
 
+// queuePing queues the heartbeat, which acknowledges what this node handled
+// of the peer's session on this connection.
 func (p *peer) queuePing() {
+	ping := &wire.Ping{}
+	if r := p.reader.Load(); r != nil && r.recv != nil {
+		ping.RecvSession, ping.Received = r.recv.session, r.recv.n.Load()
+		r.recv.acked.Store(ping.Received)
+	}
 	p.mu.Lock()
 	if p.state == up {
-		_, _ = p.appendLocked(wire.Header{}, &wire.Ping{})
+		_, _ = p.appendLocked(wire.Header{}, ping)
 	}
 	p.mu.Unlock()
 }
+
+// onAck takes a peer's acknowledgement of this node's frames, and its
+// goodbye: a peer that is closing ends the session, and its link fails at
+// once (sends fail fast until it comes back).
+func (p *peer) onAck(ping *wire.Ping) {
+	p.mu.Lock()
+	p.ackedLocked(ping.RecvSession, ping.Received)
+	p.mu.Unlock()
+	if ping.Closing {
+		p.endSession(errPeerClosing)
+		p.mu.Lock()
+		p.failLocked(fmt.Errorf("%w: %s", errPeerClosing, p.name))
+		p.mu.Unlock()
+	}
+}
+
+// errPeerClosing: the peer said goodbye.
+var errPeerClosing = errors.New("the peer is closing")

@@ -12,6 +12,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -68,6 +69,9 @@ type Links struct {
 	// acceptSeq numbers accepted connections, so that the latest from a
 	// peer is the one its link adopts.
 	acceptSeq uint64
+	// recv counts, per peer name, what this node handled of that peer's
+	// latest send session (session.go).
+	recv map[string]*recvCounter
 
 	callSlots sync.Pool // *callSlot of finished Calls
 	pingFrame []byte    // the encoded heartbeat answer, written as is
@@ -507,6 +511,7 @@ func (l *Links) Close() error {
 		in = append(in, c)
 	}
 	l.mu.Unlock()
+	l.goodbye(peers)
 	err := l.cfg.StreamLayer.Close()
 	for _, p := range peers {
 		p.stop(ErrClosed)
@@ -591,4 +596,56 @@ func (l *Links) endBatch(scratch []*peer) []*peer {
 	}
 	clear(out)
 	return out[:0]
+}
+
+// goodbyeTimeout bounds how long Close waits for its goodbyes to leave and
+// for its peers to close their side.
+const goodbyeTimeout = 2 * time.Second
+
+// goodbye tells every peer whose link is up that this node is closing (a
+// Ping with Closing), so that it ends its session at once rather than wait
+// for a reconnection, and lets what is queued leave. Then it half-closes
+// each TCP connection and waits, briefly, for the peer to close its side:
+// a socket closed with bytes unread is reset, and the reset can drop what
+// this node sent last before the peer read it.
+func (l *Links) goodbye(peers map[string]*peer) {
+	ctx, cancel := context.WithTimeout(context.Background(), goodbyeTimeout)
+	defer cancel()
+	var flushed []<-chan struct{}
+	for _, p := range peers {
+		p.mu.Lock()
+		if p.state == up {
+			_, _ = p.appendLocked(wire.Header{}, &wire.Ping{Closing: true})
+		}
+		p.mu.Unlock()
+		flushed = append(flushed, p.flushWait())
+	}
+	for _, w := range flushed {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return
+		}
+	}
+	var ended []<-chan struct{}
+	for _, p := range peers {
+		p.mu.Lock()
+		c, up := p.conn, p.state == up
+		p.mu.Unlock()
+		r := p.reader.Load()
+		hc, ok := c.(interface{ CloseWrite() error })
+		if !up || !ok || r == nil {
+			continue
+		}
+		if hc.CloseWrite() == nil {
+			ended = append(ended, r.ic.readDone)
+		}
+	}
+	for _, e := range ended {
+		select {
+		case <-e:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // peerState is where a peer's link stands.
@@ -72,6 +73,23 @@ type peer struct {
 	pending    map[uint64]pendingCall
 	upCh       chan struct{} // closed while up; replaced when the link goes down
 	upClosed   bool
+
+	// The send session (session.go): its id, the boot of the peer it is
+	// with and whether any of it may have reached it, the frames queued
+	// and acknowledged so far, and the frames after acked, kept for a
+	// resend. downSince is when the link went down.
+	session      uint64
+	sessBoot     uint64
+	sessUp       bool
+	nsent, acked uint64
+	retain       []byte
+	downSince    time.Time
+	overflowed   bool // the queue passed WriteBufferLimit: the session ends
+	// renewing is when a new session was started for a connection about
+	// to be installed (the handshake found the old one could not go on):
+	// sends queue for it, as for a first connection, for a handshake's
+	// time.
+	renewing time.Time
 }
 
 func newPeer(l *Links, name, addr string) *peer {
@@ -88,6 +106,7 @@ func newPeer(l *Links, name, addr string) *peer {
 		rng:      rand.New(rand.NewPCG(l.cfg.Seed, hashName(name))),
 		pending:  map[uint64]pendingCall{},
 		upCh:     make(chan struct{}),
+		session:  firstSession(l.cfg.BootID, name),
 	}
 	p.rawWrite = p.rawWriteFD
 	l.met.traffic.join(p)
@@ -137,12 +156,17 @@ func (p *peer) stop(err error) {
 	p.cancel(err)
 }
 
-// writableLocked says whether a message may be queued now.
+// writableLocked says whether a message may be queued now: while the link
+// is up or connecting for the first time, and while it is down within its
+// session's timeout (the next connection resends it).
 func (p *peer) writableLocked() error {
 	switch p.state {
 	case connecting, up:
 		return nil
 	case down:
+		if p.sessionAliveLocked() || time.Since(p.renewing) < p.l.cfg.HandshakeTimeout {
+			return nil
+		}
 		return fmt.Errorf("%w: %s: %v", ErrUnreachable, p.name, p.lastErr)
 	default:
 		return fmt.Errorf("%w: %s", context.Cause(p.ctx), p.name)

@@ -105,6 +105,8 @@ type inReader struct {
 	// takes one per helper's turn.
 	interruptFn func()
 	lender      Lender
+	// recv counts what is handled of the peer's send session (session.go).
+	recv *recvCounter
 
 	// mu guards the waiters: goroutines blocked until what this
 	// connection brings makes their done report true, keyed by a token.
@@ -386,15 +388,32 @@ func (r *inReader) handle(payload []byte) error {
 	}
 	if h.Reply {
 		err = r.l.deliverReply(r.owner.Load(), r.hello.Node, r.dec, payload, h)
+		if err == nil {
+			r.l.met.countRecv(h.Type, len(payload))
+		}
 	} else {
 		var m wire.Message
 		if _, m, err = r.dec.Decode(payload); err == nil {
 			r.l.met.countRecv(h.Type, len(payload))
-			return r.l.dispatch(r.ic, r.hello, r.owner.Load(), h, m)
+			err = r.l.dispatch(r.ic, r.hello, r.owner.Load(), h, m)
 		}
 	}
-	if err == nil {
-		r.l.met.countRecv(h.Type, len(payload))
+	if err == nil && h.Type != wire.TypePing {
+		r.handled()
 	}
 	return err
+}
+
+// handled counts a frame of the peer's session as handled, and
+// acknowledges every ackEvery of them.
+func (r *inReader) handled() {
+	c := r.recv
+	if c == nil {
+		return
+	}
+	if n := c.n.Add(1); n-c.acked.Load() >= ackEvery {
+		if p := r.owner.Load(); p != nil {
+			p.queueAck(c)
+		}
+	}
 }

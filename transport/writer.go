@@ -16,9 +16,20 @@ func (p *peer) appendLocked(h wire.Header, m wire.Message) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if len(buf) > p.l.cfg.WriteBufferLimit {
+	over := len(buf) > p.l.cfg.WriteBufferLimit
+	if !over && m.Type() != wire.TypePing {
+		over = p.retainLocked(buf[before:])
+		if over {
+			p.retain = p.retain[:len(p.retain)-(len(buf)-before)]
+			p.nsent--
+		}
+	}
+	if over {
+		// The peer does not keep up, or the link is down and the queue
+		// full: fail the link; the manager ends the session (frames lost).
 		p.buf = buf[:before]
-		p.failLocked(fmt.Errorf("%w: %s: %d bytes queued", ErrWriteBufferFull, p.name, before))
+		p.failLocked(fmt.Errorf("%w: %s: %d bytes queued", ErrWriteBufferFull, p.name, len(p.retain)))
+		p.overflowed = true
 		p.l.met.overflows.Inc()
 		return false, p.broken
 	}

@@ -27,6 +27,8 @@
 //
 //   - Partition(a, b) cuts both directions; Block(from, to) cuts one;
 //     Isolate(a) partitions a from everyone; Heal() removes all cuts.
+//     Reset(a, b) breaks the streams between a and b and cuts nothing: a
+//     connection reset, after which a redial succeeds.
 //   - On a cut link, packets vanish, a dial waits for its deadline (or
 //     context) and then fails with an i/o timeout (os.ErrDeadlineExceeded),
 //     as if the SYNs were dropped, and existing streams between the two
@@ -36,7 +38,10 @@
 //     connection is what the links' heartbeat and idle timeout detect, and
 //     their tests cover it with a silent peer.
 //   - SetLoss(p) drops each packet with probability p; SetDelay(d) delays
-//     every packet and dial by d.
+//     every packet and dial by d; SetStreamDelay(d) delays every write on a
+//     stream (a batch of link frames) by d.
+//   - Sent(name) counts the bytes a node sent: gossip packets, gossip
+//     streams and link streams, for measurements.
 //   - Crash(name) closes the node's endpoints: packets to it are dropped,
 //     dials to it are refused (ErrRefused), its streams break. Nothing is
 //     sent on its behalf. AddNode(name) afterwards restarts the name with the

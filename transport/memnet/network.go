@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -68,7 +69,44 @@ type Network struct {
 	drop    float64
 	delay   time.Duration
 	streams map[*pipePair]struct{} // open streams, to break on faults
+	// streamDelay delays every write on a stream (atomic: read per write).
+	streamDelay atomic.Int64
+	// sent counts the bytes each node sent, by kind (for measurements).
+	sent map[string]*Traffic
 }
+
+// Traffic is what one node sent on the network: gossip packets, gossip
+// streams (memberlist's push/pull) and link streams, in bytes.
+type Traffic struct {
+	GossipPackets, GossipStreams, Links atomic.Uint64
+}
+
+// Sent returns the bytes node name has sent since the network was made
+// (across its restarts).
+func (n *Network) Sent(name string) (gossipPackets, gossipStreams, links uint64) {
+	t := n.traffic(name)
+	return t.GossipPackets.Load(), t.GossipStreams.Load(), t.Links.Load()
+}
+
+func (n *Network) traffic(name string) *Traffic {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.trafficLocked(name)
+}
+
+func (n *Network) trafficLocked(name string) *Traffic {
+	t := n.sent[name]
+	if t == nil {
+		t = new(Traffic)
+		n.sent[name] = t
+	}
+	return t
+}
+
+// SetStreamDelay delays every write on a stream by d (0 = none): a link's
+// latency, paid by each batch a writer sends. Dials and packets keep the
+// delay SetDelay gives them.
+func (n *Network) SetStreamDelay(d time.Duration) { n.streamDelay.Store(int64(max(d, 0))) }
 
 // New returns an empty network.
 func New(cfg Config) (*Network, error) {
@@ -82,6 +120,7 @@ func New(cfg Config) (*Network, error) {
 		nodes:   map[string]*Node{},
 		byAddr:  map[string]*endpoint{},
 		blocked: map[link]bool{},
+		sent:    map[string]*Traffic{},
 		streams: map[*pipePair]struct{}{},
 	}, nil
 }
@@ -140,6 +179,17 @@ func (n *Network) Block(from, to string) {
 	n.blocked[link{from, to}] = true
 	broken := n.takeStreamsLocked(func(p *pipePair) bool {
 		return (p.a == from && p.b == to) || (p.a == to && p.b == from)
+	})
+	n.mu.Unlock()
+	closeAll(broken)
+}
+
+// Reset breaks the streams between a and b, as a connection reset would,
+// and leaves the path open: a redial succeeds at once.
+func (n *Network) Reset(a, b string) {
+	n.mu.Lock()
+	broken := n.takeStreamsLocked(func(p *pipePair) bool {
+		return (p.a == a && p.b == b) || (p.a == b && p.b == a)
 	})
 	n.mu.Unlock()
 	closeAll(broken)

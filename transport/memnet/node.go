@@ -74,6 +74,7 @@ func (n *Network) sendPacket(from *endpoint, toName, toAddr string, b []byte) {
 	if lost {
 		return
 	}
+	n.traffic(from.node).GossipPackets.Add(uint64(len(b)))
 	p := &packet{Buf: append([]byte(nil), b...), From: Addr(from.addr), Timestamp: time.Now()}
 	if delay == 0 {
 		n.deliver(from, dst, p)
@@ -126,7 +127,7 @@ func (n *Network) dial(ctx context.Context, from *endpoint, toName, toAddr strin
 		}
 		return nil, &net.OpError{Op: "dial", Net: "memnet", Addr: Addr(toAddr), Err: dialTimeout(ctx)}
 	}
-	pair := newPipePair(n, from, dst)
+	pair := newPipePair(n, from, dst, port)
 	select {
 	case dst.accept <- pair.server:
 		n.streams[pair] = struct{}{}

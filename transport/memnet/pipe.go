@@ -3,6 +3,8 @@ package memnet
 import (
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // pipePair is one stream: two ends of a net.Pipe, with the names of the
@@ -15,11 +17,15 @@ type pipePair struct {
 	net            *Network
 }
 
-func newPipePair(n *Network, from, to *endpoint) *pipePair {
+func newPipePair(n *Network, from, to *endpoint, port int) *pipePair {
 	c, s := net.Pipe()
 	p := &pipePair{a: from.node, b: to.node, net: n}
-	p.client = &pipeConn{Conn: c, pair: p, local: Addr(from.addr), remote: Addr(to.addr)}
-	p.server = &pipeConn{Conn: s, pair: p, local: Addr(to.addr), remote: Addr(from.addr)}
+	ta, tb := &n.trafficLocked(from.node).Links, &n.trafficLocked(to.node).Links
+	if port == GossipPort {
+		ta, tb = &n.trafficLocked(from.node).GossipStreams, &n.trafficLocked(to.node).GossipStreams
+	}
+	p.client = &pipeConn{Conn: c, pair: p, local: Addr(from.addr), remote: Addr(to.addr), sent: ta}
+	p.server = &pipeConn{Conn: s, pair: p, local: Addr(to.addr), remote: Addr(from.addr), sent: tb}
 	return p
 }
 
@@ -35,6 +41,21 @@ type pipeConn struct {
 	pair          *pipePair
 	local, remote Addr
 	once          sync.Once
+	sent          *atomic.Uint64 // the writing node's traffic of this kind
+}
+
+// Write implements net.Conn, after the network's stream delay.
+func (c *pipeConn) Write(b []byte) (int, error) {
+	if n := c.pair.net; n != nil {
+		if d := n.streamDelay.Load(); d > 0 {
+			time.Sleep(time.Duration(d))
+		}
+	}
+	k, err := c.Conn.Write(b)
+	if c.sent != nil {
+		c.sent.Add(uint64(k))
+	}
+	return k, err
 }
 
 // LocalAddr implements net.Conn.

@@ -145,7 +145,7 @@ func TestDecodeErrorsAreDistinct(t *testing.T) {
 		t.Errorf("reply without id: %v, want ErrMalformed", err)
 	}
 	// trailing bytes inside the frame, after the body
-	_, _, err = NewDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(TypePing), 0, []byte{0x90, 0x90}))
+	_, _, err = NewDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(TypePing), 0, []byte{0x93, 0, 0, 0xc2, 0x90}))
 	if !errors.Is(err, ErrTrailingBytes) {
 		t.Errorf("trailing body bytes: %v, want ErrTrailingBytes", err)
 	}
@@ -191,10 +191,11 @@ func TestAppendFrameRefusesInvalid(t *testing.T) {
 		&Renew{Epoch: 1, Lockspace: "ls"},
 		&Renew{Epoch: 1, Lockspace: "ls", Locks: make([]uint64, l.MaxRenew+1)},
 		&Renew{Epoch: 1, Lockspace: "ls", Locks: []uint64{1, 0}},
-		&Hello{Version: 0, ClusterID: "c", Node: "n", BootID: 1},
-		&Hello{Version: 1, ClusterID: "", Node: "n", BootID: 1},
-		&Hello{Version: 1, ClusterID: "c", Node: "", BootID: 1},
-		&Hello{Version: 1, ClusterID: "c", Node: "n", BootID: 0},
+		&Hello{Version: 0, ClusterID: "c", Node: "n", BootID: 1, Session: 1},
+		&Hello{Version: 1, ClusterID: "", Node: "n", BootID: 1, Session: 1},
+		&Hello{Version: 1, ClusterID: "c", Node: "", BootID: 1, Session: 1},
+		&Hello{Version: 1, ClusterID: "c", Node: "n", BootID: 0, Session: 1},
+		&Hello{Version: 1, ClusterID: "c", Node: "n", BootID: 1, Session: 0},
 	}
 	queued := mustFrame(t, Header{}, &Ping{})
 	for _, m := range bad {

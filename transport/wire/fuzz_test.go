@@ -300,3 +300,7 @@ func FuzzDecodeDeadlockConfirmed(f *testing.F) {
 func FuzzDecodeDeadlockFail(f *testing.F) {
 	fuzzTarget(f, "FuzzDecodeDeadlockFail", bodySeeds(TypeDeadlockFail), decodeBodyOf(TypeDeadlockFail))
 }
+
+func FuzzDecodeMastery(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeMastery", bodySeeds(TypeMastery), decodeBodyOf(TypeMastery))
+}

@@ -45,9 +45,10 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 		timeout := rapid.Int64Min(0).Draw(t, "timeout")
 		switch Type(rapid.IntRange(1, NumTypes-1).Draw(t, "type")) {
 		case TypePing:
-			return &Ping{}
+			return &Ping{RecvSession: rapid.Uint64().Draw(t, "rs"), Received: rapid.Uint64().Draw(t, "recv"), Closing: rapid.Bool().Draw(t, "closing")}
 		case TypeHello:
-			return &Hello{Version: rapid.Uint8Range(1, 255).Draw(t, "v"), ClusterID: genName(MaxClusterID).Draw(t, "c"), Node: genName(MaxNodeName).Draw(t, "n"), BootID: rapid.Uint64Min(1).Draw(t, "boot")}
+			return &Hello{Version: rapid.Uint8Range(1, 255).Draw(t, "v"), ClusterID: genName(MaxClusterID).Draw(t, "c"), Node: genName(MaxNodeName).Draw(t, "n"), BootID: rapid.Uint64Min(1).Draw(t, "boot"),
+				Session: rapid.Uint64Min(1).Draw(t, "session"), RecvBoot: rapid.Uint64().Draw(t, "rb"), RecvSession: rapid.Uint64().Draw(t, "rs"), Received: rapid.Uint64().Draw(t, "recv")}
 		case TypeLockRequest:
 			return &LockRequest{Epoch: epoch, Lockspace: ls, Resource: res, Lock: lock, Owner: owner, Mode: genMode().Draw(t, "m"), Flags: rapid.Uint32().Draw(t, "f"), Timeout: timeout, TTL: rapid.Int64Min(0).Draw(t, "ttl")}
 		case TypeConvertRequest:
@@ -105,8 +106,27 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 		case TypeDeadlockFail:
 			return &DeadlockFail{Epoch: epoch, Lockspace: ls, Resource: res, Node: rapid.Uint32().Draw(t, "node"), Lock: lock,
 				Gen: rapid.Uint64Min(1).Draw(t, "gen"), Detail: rapid.StringN(0, MaxErr, MaxErr).Filter(func(s string) bool { return len(s) <= MaxErr }).Draw(t, "detail")}
+		case TypeMastery:
+			return genMastery(epoch).Draw(t, "mastery")
 		}
 		panic("genMessage: no generator for a type")
+	})
+}
+
+// genMastery draws a valid Mastery: no tables or a full bitmap, and views
+// in increasing epochs.
+func genMastery(epoch uint64) *rapid.Generator[*Mastery] {
+	return rapid.Custom(func(t *rapid.T) *Mastery {
+		m := &Mastery{Epoch: epoch}
+		if rapid.Bool().Draw(t, "tables") {
+			m.Tables = rapid.SliceOfN(rapid.Byte(), MasteryBitmap, MasteryBitmap).Draw(t, "bitmap")
+		}
+		e := uint64(0)
+		for range rapid.IntRange(0, MaxMasteryViews).Draw(t, "views") {
+			e += rapid.Uint64Range(1, 1<<20).Draw(t, "step")
+			m.Views = append(m.Views, ViewRef{Epoch: e, ID: rapid.Uint64().Draw(t, "id")})
+		}
+		return m
 	})
 }
 

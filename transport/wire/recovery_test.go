@@ -120,6 +120,12 @@ func invalidRecoveryMessages() []invalidCase {
 
 		{"ack epoch 0", &Ack{}, nil},
 
+		{"mastery epoch 0", &Mastery{}, nil},
+		{"mastery short bitmap", &Mastery{Epoch: 1, Tables: make([]byte, MasteryBitmap-1)}, nil},
+		{"mastery too many views", &Mastery{Epoch: 1, Views: manyViews(MaxMasteryViews + 1)}, nil},
+		{"mastery view epoch 0", &Mastery{Epoch: 1, Views: []ViewRef{{Epoch: 0, ID: 1}}}, nil},
+		{"mastery views out of order", &Mastery{Epoch: 1, Views: []ViewRef{{Epoch: 3}, {Epoch: 3}}}, nil},
+
 		{"lock report epoch 0", lockReport(func(m *LockReport, _ *ReportedLock) { m.Epoch = 0 }), nil},
 		{"lock report empty lockspace", lockReport(func(m *LockReport, _ *ReportedLock) { m.Lockspace = "" }), nil},
 		{"lock report long lockspace", lockReport(func(m *LockReport, _ *ReportedLock) { m.Lockspace = longLS }), nil},
@@ -442,4 +448,13 @@ func TestSortMembers(t *testing.T) {
 	if ms[0].Name != "Node-9" || ms[3].Name != "node-2" {
 		t.Fatalf("byte order expected: %v", ms)
 	}
+}
+
+// manyViews returns n view references in increasing epochs.
+func manyViews(n int) []ViewRef {
+	vs := make([]ViewRef, n)
+	for i := range vs {
+		vs[i] = ViewRef{Epoch: uint64(i + 1), ID: uint64(i)}
+	}
+	return vs
 }

@@ -21,8 +21,9 @@ func samples() []Message {
 	long := strings.Repeat("r", 256)
 	return []Message{
 		&Ping{},
-		&Hello{Version: Version, ClusterID: "prod-a", Node: "node-1", BootID: 0xdeadbeefcafe},
-		&Hello{Version: 200, ClusterID: strings.Repeat("c", MaxClusterID), Node: strings.Repeat("n", MaxNodeName), BootID: ^uint64(0)},
+		&Hello{Version: Version, ClusterID: "prod-a", Node: "node-1", BootID: 0xdeadbeefcafe, Session: 1},
+		&Hello{Version: 200, ClusterID: strings.Repeat("c", MaxClusterID), Node: strings.Repeat("n", MaxNodeName), BootID: ^uint64(0),
+			Session: ^uint64(0), RecvBoot: ^uint64(0), RecvSession: 1 << 40, Received: ^uint64(0)},
 		&LockRequest{Epoch: 1, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 0, Mode: modes.PR},
 		&LockRequest{Epoch: ^uint64(0), Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Lock: ^uint64(0), Owner: 1 << 40, Mode: modes.EX, Flags: 0xffffffff, Timeout: 1<<62 + 5, TTL: 30e9},
 		&ConvertRequest{Epoch: 3, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 9, Mode: modes.NL, LVB: []byte("value block"), LVBOp: LVBWrite},
@@ -73,8 +74,17 @@ func samples() []Message {
 		&DeadlockConfirmed{Epoch: 13, Held: []bool{true, false, true}},
 		&DeadlockFail{Epoch: 13, Lockspace: "fs1", Resource: "inode/42", Node: 1 << 31, Lock: 7, Gen: 3, Detail: "cycle of 2 owners"},
 		&DeadlockFail{Epoch: ^uint64(0), Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Node: ^uint32(0), Lock: ^uint64(0), Gen: ^uint64(0), Detail: strings.Repeat("d", MaxErr)},
+		// which tables a node holds (appended too)
+		&Mastery{Epoch: 13, Tables: sampleBitmap(), Views: []ViewRef{{Epoch: 11, ID: 0xdeadbeef}, {Epoch: 12, ID: ^uint64(0)}}},
+		&Mastery{Epoch: ^uint64(0)},
+		// acknowledging pings (appended too)
+		&Ping{RecvSession: 7, Received: 1 << 33},
+		&Ping{Closing: true},
 	}
 }
+
+// sampleBitmap is a Mastery bitmap with every other bucket set.
+func sampleBitmap() []byte { return bytes.Repeat([]byte{0x55}, MasteryBitmap) }
 
 // sampleEdges are wait-for edges with edge values: a holder blocker with
 // owners, one queued ahead, and the widest of each field.
@@ -132,10 +142,10 @@ func frameSeeds(tb testing.TB) map[string][]byte {
 	s["wrong-version"] = withPrefix(rawPayload(9, byte(TypeRenew), 0, renew[PrefixSize+HeaderSize:]))
 	s["unknown-type"] = withPrefix(rawPayload(Version, 0x7f, 0, []byte{0x90}))
 	s["map-bomb"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{mpMap32, 0xff, 0xff, 0xff, 0xff}))
-	s["str-bomb"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x94, 1, mpStr32, 0x7f, 0xff, 0xff, 0xff}))
+	s["str-bomb"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x98, 1, mpStr32, 0x7f, 0xff, 0xff, 0xff}))
 	// Lengths of 2^31 and more, negative in a 32-bit int.
 	s["bomb-array32-max"] = withPrefix(rawPayload(Version, byte(TypeRenew), 0, []byte{0x93, 1, 0xa2, 'l', 's', mpArray32, 0xff, 0xff, 0xff, 0xff}))
-	s["str-bomb-max"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x94, 1, mpStr32, 0x80, 0, 0, 0}))
+	s["str-bomb-max"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x98, 1, mpStr32, 0x80, 0, 0, 0}))
 	s["epoch-zero"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 0, 0xa1, 'x', 1, 5}))
 	s["bad-mode"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 1, 0xa1, 'x', 1, 6}))
 	for name, body := range typeSeeds(TypeMasterReport) {

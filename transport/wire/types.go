@@ -5,7 +5,7 @@ import "fmt"
 // Version is the protocol version this build speaks. It is the first byte of
 // every frame header and the Version of the Hello a node sends; a peer with
 // another version is refused at the handshake.
-const Version = 1
+const Version = 2
 
 // Type identifies a message. It occupies the low 7 bits of the header's type
 // byte; the high bit is the reply flag.
@@ -43,8 +43,12 @@ const (
 	TypeDeadlockConfirmed Type = 22
 	TypeDeadlockFail      Type = 23
 
+	// Recovery that moves only what changes master: which tables each
+	// member holds (see mastery.go).
+	TypeMastery Type = 24
+
 	// typeEnd is one past the last type; arrays indexed by Type use it.
-	typeEnd Type = 24
+	typeEnd Type = 25
 )
 
 // NumTypes is the size of an array indexed by Type.
@@ -103,6 +107,8 @@ func newMessage(t Type) Message {
 		return new(DeadlockConfirmed)
 	case TypeDeadlockFail:
 		return new(DeadlockFail)
+	case TypeMastery:
+		return new(Mastery)
 	}
 	return nil
 }

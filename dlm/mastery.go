@@ -1,0 +1,218 @@
+package dlm
+
+import (
+	"math/bits"
+	"slices"
+
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// What moves in a recovery. Each member tells every other, before anything
+// moves, which buckets its tables hold in full and which views its lock
+// state went through (wire.Mastery, in Prepare). From the same messages
+// every member computes the same plan: a bucket keeps its table if its
+// master in the new view holds it in full and is no zombie; every other
+// bucket is rebuilt at its new master from its holders' reports, and held
+// back, on every node, until the recovery is done. See
+// docs/design/recovery.md for why this is safe.
+
+// bucketSet is a set of buckets.
+type bucketSet [numBuckets / 64]uint64
+
+func (s *bucketSet) add(b int)      { s[b>>6] |= 1 << (b & 63) }
+func (s *bucketSet) has(b int) bool { return s[b>>6]&(1<<(b&63)) != 0 }
+
+func (s *bucketSet) empty() bool {
+	for _, w := range s {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *bucketSet) count() int {
+	n := 0
+	for _, w := range s {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// and returns s ∩ o; minus, s \ o.
+func (s bucketSet) and(o bucketSet) bucketSet {
+	for i := range s {
+		s[i] &= o[i]
+	}
+	return s
+}
+
+func (s bucketSet) minus(o bucketSet) bucketSet {
+	for i := range s {
+		s[i] &^= o[i]
+	}
+	return s
+}
+
+// bitmap encodes s as wire.Mastery.Tables: bucket b is bit b%8 of byte
+// b/8. The empty set is encoded as no bitmap at all.
+func (s *bucketSet) bitmap() []byte {
+	if s.empty() {
+		return nil
+	}
+	out := make([]byte, wire.MasteryBitmap)
+	for b := range numBuckets {
+		if s.has(b) {
+			out[b/8] |= 1 << (b % 8)
+		}
+	}
+	return out
+}
+
+// bucketsOf decodes a Tables bitmap (validated: empty or full length).
+func bucketsOf(bitmap []byte) bucketSet {
+	var s bucketSet
+	if len(bitmap) != wire.MasteryBitmap {
+		return s
+	}
+	for b := range numBuckets {
+		if bitmap[b/8]&(1<<(b%8)) != 0 {
+			s.add(b)
+		}
+	}
+	return s
+}
+
+// holdings is this node's lock state as a Mastery describes it.
+type holdings struct {
+	// live are the buckets whose tables this node holds in full. Outside
+	// them the tables hold nothing.
+	live bucketSet
+	// views are the views suspended since the tables were last rebuilt
+	// (that view first), or since the lock state began: empty for a node
+	// that holds nothing (just started, evicted, or a zombie that dropped
+	// everything) until its next Suspend.
+	views []wire.ViewRef
+	// base is the view of the last rebuild: the nodes whose locks the
+	// tables may hold are its members (the tables hold none of a node
+	// that joined later, which had no recovery completed to take them).
+	base *view
+}
+
+func (h *holdings) mastery(epoch uint64, none bool) *wire.Mastery {
+	m := &wire.Mastery{Epoch: epoch, Views: slices.Clone(h.views)}
+	if !none {
+		m.Tables = h.live.bitmap()
+	}
+	return m
+}
+
+// plan is what a recovery moves, the same on every member.
+type plan struct {
+	epoch uint64
+	// gated are the buckets rebuilt in this view, at their new masters:
+	// every node holds back its operations on them until Resume.
+	gated bucketSet
+	// here are the gated buckets this node masters: rebuilt here from the
+	// reports. keep are the buckets whose tables this node keeps; drop,
+	// those it held and gives up (their snapshots go to their new masters).
+	here, keep, drop bucketSet
+	// fresh are the members with no lock state to keep (just started,
+	// evicted, or zombies, which drop theirs): other masters purge any
+	// lock of theirs, and they serve nothing until Resume. selfFresh says
+	// this node is one of them.
+	fresh     map[string]bool
+	selfFresh bool
+	// zombie: this node missed a view the others went through, with lock
+	// state of its own: it drops all of it at Suspend.
+	zombie  bool
+	resumed chan struct{} // closed at Resume
+}
+
+// heldBack reports whether operations on the resource with hash h wait
+// for the end of the recovery under way (p may be nil: none).
+func (p *plan) heldBack(h uint64) bool { return p != nil && p.gated.has(bucketOf(h)) }
+
+// rebuildsHere reports whether this node rebuilds h's bucket in p.
+func (p *plan) rebuildsHere(h uint64) bool { return p != nil && p.here.has(bucketOf(h)) }
+
+// makePlan computes the plan of view v from every member's Mastery (all,
+// by name; complete) and this node's own holdings.
+//
+// A member is a zombie if another member went through a view (at or after
+// the first of its own) that it did not: it was left out of a view, or
+// lost track of one, while keeping its lock state, and what the others
+// did in that view (reports to other masters, messages of its own they
+// dropped as a non-member's) its tables and locks do not reflect. It drops
+// everything, and everybody treats it as a node that just started.
+func makePlan(v *view, self *member, all map[string]*wire.Mastery, mine *holdings) *plan {
+	p := &plan{epoch: v.epoch, fresh: map[string]bool{}, resumed: make(chan struct{})}
+	keep := map[string]bucketSet{}
+	for _, x := range v.members {
+		mx := all[x.name]
+		if len(mx.Views) == 0 {
+			p.fresh[x.name] = true
+			continue
+		}
+		if missedView(mx, all) {
+			p.fresh[x.name] = true
+			if x.name == self.name {
+				p.zombie = true
+			}
+			continue
+		}
+		keep[x.name] = bucketsOf(mx.Tables)
+	}
+	p.selfFresh = p.fresh[self.name]
+	for b, o := range v.owner {
+		if k, ok := keep[o.name]; !ok || !k.has(b) {
+			p.gated.add(b)
+			if o.name == self.name {
+				p.here.add(b)
+			}
+		} else if o.name == self.name {
+			p.keep.add(b)
+		}
+	}
+	p.drop = mine.live.minus(p.keep)
+	return p
+}
+
+// suspended updates the holdings as Suspend installs view v with plan p:
+// the tables keep p.keep; the view joins the list (a zombie starts a new
+// list with it, having dropped everything). It reports whether the list
+// grew past what a Mastery carries: the tables are then to be forgotten
+// (announced as none) at the next view, and the list restarts.
+func (h *holdings) suspended(v *view, p *plan) (forget bool) {
+	if p.zombie {
+		*h = holdings{views: []wire.ViewRef{v.ref()}}
+		return false
+	}
+	h.live = p.keep
+	h.views = append(h.views, v.ref())
+	if len(h.views) > wire.MaxMasteryViews {
+		h.views = h.views[len(h.views)-1:]
+		return true
+	}
+	return false
+}
+
+// rebuilt updates the holdings as Rebuild completes view v at self: the
+// tables hold everything self masters in v, rebuilt in v.
+func (h *holdings) rebuilt(v *view, self *member) {
+	*h = holdings{live: v.owned(self), views: []wire.ViewRef{v.ref()}, base: v}
+}
+
+// missedView reports whether another member went through a view, at or
+// after the first of x's, that x did not.
+func missedView(x *wire.Mastery, all map[string]*wire.Mastery) bool {
+	first := x.Views[0].Epoch
+	for _, h := range all {
+		for _, r := range h.Views {
+			if r.Epoch >= first && !slices.Contains(x.Views, r) {
+				return true
+			}
+		}
+	}
+	return false
+}
