@@ -58,6 +58,19 @@
 // per blocking episode: again only for a stronger mode, or after it is
 // granted anew, which starts a new episode (the Linux DLM's highbast rule).
 //
+// # Semaphores
+//
+// A request with Permits set asks for Count permits of a counting
+// semaphore instead of a lock in a mode. A semaphore is a resource like
+// any other (mastered, queued, timed out, purged, restored), with its own
+// rule: a request is granted at once only if nobody waits and its permits
+// are free, and waiting requests are granted strictly in order, so a
+// request for 3 permits is never overtaken by a later one for 1. Every
+// grant gets a fencing token. A resource is a semaphore or a lock resource
+// while it has locks (ErrKind), and every request carries the semaphore's
+// permit count, so one that disagrees is refused (ErrPermitsMismatch) and
+// the count survives recovery in the reports. semaphore.go has the rest.
+//
 // # Lock value block
 //
 // Read (copied to the holder) when a lock is granted a mode above NL from a
