@@ -37,6 +37,10 @@ func allocPerByte(t Type) int {
 		worst = per(unsafe.Sizeof(ViewMember{}), viewMemberFields) // 24 / 3
 	case TypeDeadlockReport, TypeDeadlockConfirm:
 		worst = per(unsafe.Sizeof(WaitEdge{}), waitEdgeFields) // 96 / 13
+	case TypePermitReport:
+		worst = per(unsafe.Sizeof(ReportedPermit{}), reportedPermitFields) // 56 / 9
+	case TypeDescribeReply:
+		worst = per(unsafe.Sizeof(DescribedLock{}), describedLockFields) // 48 / 11
 	default:
 		return 8
 	}
@@ -299,4 +303,20 @@ func FuzzDecodeDeadlockConfirmed(f *testing.F) {
 
 func FuzzDecodeDeadlockFail(f *testing.F) {
 	fuzzTarget(f, "FuzzDecodeDeadlockFail", bodySeeds(TypeDeadlockFail), decodeBodyOf(TypeDeadlockFail))
+}
+
+func FuzzDecodeSemaphoreRequest(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeSemaphoreRequest", bodySeeds(TypeSemaphoreRequest), decodeBodyOf(TypeSemaphoreRequest))
+}
+
+func FuzzDecodePermitReport(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodePermitReport", bodySeeds(TypePermitReport), decodeBodyOf(TypePermitReport))
+}
+
+func FuzzDecodeDescribeRequest(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeDescribeRequest", bodySeeds(TypeDescribeRequest), decodeBodyOf(TypeDescribeRequest))
+}
+
+func FuzzDecodeDescribeReply(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeDescribeReply", bodySeeds(TypeDescribeReply), decodeBodyOf(TypeDescribeReply))
 }

@@ -43,8 +43,18 @@ const (
 	TypeDeadlockConfirmed Type = 22
 	TypeDeadlockFail      Type = 23
 
+	// Semaphores: a request for permits (answered by a Completion; unlock
+	// and cancel are the lock messages), and their recovery report
+	// (answered by an Ack).
+	TypeSemaphoreRequest Type = 24
+	TypePermitReport     Type = 25
+
+	// Introspection: a resource's locks, from its master.
+	TypeDescribeRequest Type = 26
+	TypeDescribeReply   Type = 27
+
 	// typeEnd is one past the last type; arrays indexed by Type use it.
-	typeEnd Type = 24
+	typeEnd Type = 28
 )
 
 // NumTypes is the size of an array indexed by Type.
@@ -103,6 +113,14 @@ func newMessage(t Type) Message {
 		return new(DeadlockConfirmed)
 	case TypeDeadlockFail:
 		return new(DeadlockFail)
+	case TypeSemaphoreRequest:
+		return new(SemaphoreRequest)
+	case TypePermitReport:
+		return new(PermitReport)
+	case TypeDescribeRequest:
+		return new(DescribeRequest)
+	case TypeDescribeReply:
+		return new(DescribeReply)
 	}
 	return nil
 }
