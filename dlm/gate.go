@@ -16,7 +16,8 @@ import (
 //
 //	recovering  a view's recovery is under way: operations wait for it
 //	noQuorum    the lease is lost (or the node was evicted): operations fail
-//	            with ErrNoQuorum at once
+//	            with ErrNoQuorum at once, except new requests, which wait
+//	            for quorum to return unless FailFast (quorum_wait.go)
 //	closed      Close was called: operations fail with ErrClosed
 type gate struct {
 	serving atomic.Bool // the fast path's one load
@@ -29,6 +30,7 @@ type gate struct {
 	noQuorum   bool
 	closed     bool
 	resumed    chan struct{} // closed when recovery ends
+	changed    chan struct{} // closed (and replaced) at every change of state
 
 	epoch  atomic.Uint64 // epoch lock messages carry
 	accept atomic.Uint64 // completions of an older epoch are dropped
@@ -43,6 +45,10 @@ func (g *gate) init() {
 func (g *gate) updateLocked() {
 	g.serving.Store(!g.recovering && !g.noQuorum && !g.closed)
 	g.inRecovery.Store(g.recovering)
+	if g.changed != nil {
+		close(g.changed)
+	}
+	g.changed = make(chan struct{})
 }
 
 func (g *gate) close() {

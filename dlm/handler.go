@@ -18,8 +18,11 @@ func (n *Node) handle(in transport.Inbound) {
 		return
 	}
 	switch m := in.Msg.(type) {
-	case *wire.LockReport, *wire.MasterReport:
+	case *wire.LockReport, *wire.MasterReport, *wire.PermitReport:
 		n.onReport(in)
+		return
+	case *wire.DescribeRequest:
+		n.onDescribe(in, m)
 		return
 	case *wire.Completion:
 		if m.Epoch >= n.gate.accept.Load() {
@@ -48,6 +51,8 @@ func (n *Node) handle(in transport.Inbound) {
 	switch m := in.Msg.(type) {
 	case *wire.LockRequest:
 		n.onLockRequest(from, m)
+	case *wire.SemaphoreRequest:
+		n.onSemaphoreRequest(from, m)
 	case *wire.ConvertRequest:
 		n.onConvertRequest(from, m)
 	case *wire.UnlockRequest:
@@ -83,6 +88,9 @@ func (n *Node) admit(in transport.Inbound) bool {
 	case *wire.LockRequest:
 		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
 		return false
+	case *wire.SemaphoreRequest:
+		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
+		return false
 	case *wire.ConvertRequest:
 		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
 		return false
@@ -98,6 +106,8 @@ func (n *Node) admit(in transport.Inbound) bool {
 func requestEpoch(m wire.Message) uint64 {
 	switch m := m.(type) {
 	case *wire.LockRequest:
+		return m.Epoch
+	case *wire.SemaphoreRequest:
 		return m.Epoch
 	case *wire.ConvertRequest:
 		return m.Epoch

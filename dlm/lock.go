@@ -80,6 +80,16 @@ type Lock struct {
 	unsent    *pendingReq
 	lease     *time.Timer
 	leaseEnds time.Time
+	// ctxs are the contexts of Lock.Context, cancelled when the lock is
+	// lost or leaves this node's books (lock_context.go).
+	ctxs map[*lockContext]struct{}
+	// heldSince is when the lock was first granted, in ns since the node
+	// started (0: not granted, or the hold already observed), for
+	// dlm_lock_held_seconds.
+	heldSince atomic.Int64
+	// permits and count make the lock count permits of a semaphore of
+	// permits permits (semaphore.go); zero for a lock in a mode.
+	permits, count uint32
 }
 
 // masterName is the node that masters the lock's resource in the current

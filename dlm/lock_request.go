@@ -43,7 +43,7 @@ func (ls *Lockspace) acquire(ctx context.Context, resource string, mode modes.Mo
 	if o.owner != nil && o.owner.reentrant {
 		return o.owner.acquire(ctx, ls, resource, mode, o)
 	}
-	lk, err := ls.acquireNew(ctx, resource, mode, o)
+	lk, err := ls.acquireRetrying(ctx, resource, mode, o)
 	ls.node.met.count(opLock, mode, err)
 	return lk, err
 }
@@ -65,7 +65,7 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	lk := &Lock{
 		ls: ls, sh: sh, id: n.newLockID(sh), resource: resource, owner: o.owner,
 		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: time.Now(),
-		state: stWaiting, want: mode, noQueue: o.noQueue,
+		state: stWaiting, want: mode, noQueue: o.noQueue, permits: o.permits, count: o.count,
 	}
 	if o.owner != nil {
 		lk.ownerID = o.owner.id
@@ -107,6 +107,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		res, err := lk.ls.tableRequest(lk.sh, master.Request{
 			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
 			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.ttl),
+			Permits: lk.permits, Count: lk.count,
 		})
 		if err != nil {
 			return fromMaster(err)
@@ -147,7 +148,9 @@ func (lk *Lock) sendPending(p *pendingReq) {
 		}
 	}
 	var m wire.Message
-	if p.convert {
+	if lk.count > 0 {
+		m = lk.semaphoreRequest(p.flags, timeout)
+	} else if p.convert {
 		sh.conv = wire.ConvertRequest{
 			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
 			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags), Timeout: int64(timeout),
