@@ -96,6 +96,15 @@
 //     that no order works; an illegal result names the first operation no
 //     legal order could place and writes porcupine's HTML visualization.
 //
+//   - CheckPermits and CheckSemaphoreModel: for counting semaphores
+//     (recorded with h.AcquirePermits(client, node, sem, n, permits) and
+//     op.GrantedPermits(token), released and lost like locks), the
+//     permits the clients believe they hold never add up to more than the
+//     semaphore has, directly on the belief intervals and under
+//     SemaphoreModel; their tokens are checked with the locks'. A name is
+//     a semaphore or a lock resource in one history, with one permit
+//     count (CheckHistory otherwise).
+//
 // A history recorded wrongly (an operation resolved twice, one client id
 // holding two locks on a resource) is reported as CheckHistory.
 //

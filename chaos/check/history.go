@@ -271,6 +271,7 @@ func (h *History) AcquirePermits(client int, node, semaphore string, n, permits 
 		h.misuse("acquire by client %d of %d permits of %q, a semaphore of %d", client, n, semaphore, permits)
 	}
 	i := h.begin(Record{Kind: Acquire, Client: client, Node: node, Resource: semaphore, Mode: modes.NL, Permits: n, Limit: permits})
+	h.logCall("permits", i)
 	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.acquireCall(h, &h.recs[i])
 	return &Op{h: h, i: i}

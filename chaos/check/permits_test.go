@@ -1,6 +1,8 @@
 package check
 
 import (
+	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -11,6 +13,11 @@ import (
 // late release.
 func goodPermits() *History {
 	h, clk := newManual()
+	recordGoodPermits(h, clk)
+	return h
+}
+
+func recordGoodPermits(h *History, clk *manualClock) {
 	h.AcquirePermits(1, "n1", "s", 2, 3).GrantedPermits(1)
 	h.AcquirePermits(2, "n2", "s", 1, 3).GrantedPermits(2)
 	big := h.AcquirePermits(3, "n3", "s", 3, 3) // waits for both
@@ -28,7 +35,22 @@ func goodPermits() *History {
 	h.AcquirePermits(5, "n1", "s", 1, 3).Unknown()
 	clk.at(5 * s)
 	h.AcquirePermits(6, "n3", "s", 2, 3).GrantedPermits(6)
-	return h
+}
+
+// TestPermitsJournal: a journal replays permits as it does locks.
+func TestPermitsJournal(t *testing.T) {
+	h, clk := newManual()
+	var buf bytes.Buffer
+	h.Journal(&buf)
+	recordGoodPermits(h, clk)
+	back, err := ReadJournal(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := h.snapshot(), back.snapshot()
+	if !reflect.DeepEqual(a.recs, b.recs) || !reflect.DeepEqual(a.intervals, b.intervals) {
+		t.Fatalf("replayed permits differ:\n%s\nreplayed:\n%s", dump(h), dump(back))
+	}
 }
 
 func TestCheckGoodPermits(t *testing.T) {
