@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed-a6839e30/dlm/chaos/check"
+	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -79,6 +80,7 @@ type nemesis struct {
 	progress map[int]time.Time
 	clients  map[int][]int // node → its current clients
 	caches   map[*Lockspace]*Cache
+	permits  int // > 0: clients take permits of a semaphore this size (nemesis_semaphore_test.go)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	values   atomic.Int64
@@ -89,6 +91,7 @@ type nemesisOpts struct {
 	clientsPerNode int
 	noLockDelay    bool
 	run            time.Duration // workload time before the final heal
+	permits        int           // > 0: a semaphore of this many permits instead of locks
 }
 
 // runNemesis runs one seeded scenario and returns the check result; it
@@ -101,7 +104,10 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 			t: t, c: c, h: check.NewHistory(time.Now), rng: rand.New(rand.NewPCG(seed, 0x6e656d65)),
 			store: &fencedStore{highest: map[string]uint64{}}, resources: []string{"hot-a", "hot-b", "hot-c"},
 			dead: map[int]bool{}, pause: map[int]bool{}, progress: map[int]time.Time{}, stop: make(chan struct{}),
-			clients: map[int][]int{}, caches: map[*Lockspace]*Cache{},
+			clients: map[int][]int{}, caches: map[*Lockspace]*Cache{}, permits: o.permits,
+		}
+		if o.permits > 0 {
+			n.resources = []string{semaphoreNemesisName}
 		}
 		for node := range o.nodes {
 			for k := range o.clientsPerNode {
@@ -199,7 +205,11 @@ func (n *nemesis) startClient(id, node int, seed uint64) {
 			if n.isDead(node) || n.node(node) == nil {
 				return
 			}
-			n.cycle(id, name, node, ls, rng, watch)
+			if n.permits > 0 {
+				n.permitCycle(id, name, node, ls, rng, watch)
+			} else {
+				n.cycle(id, name, node, ls, rng, watch)
+			}
 		}
 	}()
 }
@@ -413,7 +423,7 @@ func (n *nemesis) holderNode() int {
 		for _, res := range n.resources {
 			if rs, ok := n.c.ls[i].masterState(res); ok {
 				for _, l := range rs.Locks {
-					if l.Queue != 0 && modes.Stronger(l.Granted, modes.CW) {
+					if l.Queue != 0 && (modes.Stronger(l.Granted, modes.CW) || (l.Permits > 0 && l.Queue == master.QueueGranted)) {
 						for j, name := range n.c.names {
 							if nodeID(name) == l.Lock.Node {
 								return j
