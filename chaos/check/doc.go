@@ -80,14 +80,17 @@
 //     resource overlap in incompatible modes. Intervals are compared
 //     strictly: one ending at t and one starting at t do not overlap. The
 //     report names both clients, nodes, modes, tokens and times.
+//
 //   - CheckTokens: per resource, every grant and up-conversion has a token
 //     above that of every grant that returned before it was called (or
 //     before it, in its client's own order), and no two grants share one.
 //     Down-conversions keep their token; shares (GrantedShared) are not
 //     grants here.
+//
 //   - CheckStore: the fenced store accepted no write whose token is below
 //     that of a write accepted before it, and rejected a write only when a
 //     write with a higher token could have been applied before.
+//
 //   - CheckModesModel, CheckMutexModel, CheckRegisterModel: porcupine
 //     linearizability checks of each resource's lock operations and each
 //     store key's writes and reads against ModesModel, MutexModel (EX-only
