@@ -80,17 +80,14 @@
 //     resource overlap in incompatible modes. Intervals are compared
 //     strictly: one ending at t and one starting at t do not overlap. The
 //     report names both clients, nodes, modes, tokens and times.
-//
 //   - CheckTokens: per resource, every grant and up-conversion has a token
 //     above that of every grant that returned before it was called (or
 //     before it, in its client's own order), and no two grants share one.
 //     Down-conversions keep their token; shares (GrantedShared) are not
 //     grants here.
-//
 //   - CheckStore: the fenced store accepted no write whose token is below
 //     that of a write accepted before it, and rejected a write only when a
 //     write with a higher token could have been applied before.
-//
 //   - CheckModesModel, CheckMutexModel, CheckRegisterModel: porcupine
 //     linearizability checks of each resource's lock operations and each
 //     store key's writes and reads against ModesModel, MutexModel (EX-only
@@ -98,15 +95,14 @@
 //     not, in particular operations of Unknown outcome, but can only say
 //     that no order works; an illegal result names the first operation no
 //     legal order could place and writes porcupine's HTML visualization.
-//
-//   - CheckPermits and CheckSemaphoreModel: for counting semaphores
-//     (recorded with h.AcquirePermits(client, node, sem, n, permits) and
-//     op.GrantedPermits(token), released and lost like locks), the
-//     permits the clients believe they hold never add up to more than the
-//     semaphore has, directly on the belief intervals and under
-//     SemaphoreModel; their tokens are checked with the locks'. A name is
-//     a semaphore or a lock resource in one history, with one permit
-//     count (CheckHistory otherwise).
+//   - CheckPermits and CheckSemaphoreModel: the permits of a counting
+//     semaphore that its clients believe they hold never add up to more
+//     than it has, directly on the belief intervals and under
+//     SemaphoreModel. Permits are recorded with History.AcquirePermits and
+//     Op.GrantedPermits, released and lost as locks are, and their tokens
+//     are checked with the locks'. A name is a semaphore or a lock
+//     resource in one history, with one permit count (CheckHistory
+//     otherwise).
 //
 // A history recorded wrongly (an operation resolved twice, one client id
 // holding two locks on a resource) is reported as CheckHistory.
