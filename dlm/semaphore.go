@@ -42,6 +42,11 @@ const MaxPermits = wire.MaxPermits
 // ErrPermitsMismatch, and a name has locks or permits, not both
 // (ErrWrongKind). A semaphore nobody holds or waits for is forgotten, as
 // an unlocked resource is, and the next Acquire sets its count.
+//
+// Deadlock detection across owners sees a request for permits wait for
+// the request queued ahead of it, not for the holders: no one holder's
+// release is what it needs. A cycle through a semaphore's holders is not
+// found; bound such waits with a context.
 type Semaphore struct {
 	ls      *Lockspace
 	name    string
