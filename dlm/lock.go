@@ -34,7 +34,7 @@ type Lock struct {
 	hash     uint64 // resource hash: picks the shard and, per view, the master
 	onBlock  func(modes.Mode)
 	ttl      time.Duration
-	started  time.Time // when the in-flight operation started, for metrics
+	started  time.Duration // when the in-flight operation started (Node.sinceStart), for metrics
 
 	// Guarded by sh.mu.
 	state    lockState
@@ -80,16 +80,43 @@ type Lock struct {
 	unsent    *pendingReq
 	lease     *time.Timer
 	leaseEnds time.Time
-	// ctxs are the contexts of Lock.Context, cancelled when the lock is
-	// lost or leaves this node's books (lock_context.go).
-	ctxs map[*lockContext]struct{}
-	// heldSince is when the lock was first granted, in ns since the node
-	// started (0: not granted, or the hold already observed), for
+	// heldSince is when the lock was first granted (Node.sinceStart, 0:
+	// not granted, or the hold already observed), for
 	// dlm_lock_held_seconds.
 	heldSince atomic.Int64
-	// permits and count make the lock count permits of a semaphore of
-	// permits permits (semaphore.go); zero for a lock in a mode.
+	// ext is what few locks need (nil for most): the contexts of
+	// Lock.Context, the permits of a lock on a semaphore.
+	ext atomic.Pointer[lockExt]
+}
+
+// lockExt is what only some locks need, kept out of Lock so that a lock
+// stays in its allocation size class. A lock on a semaphore has one from
+// the start; Lock.Context gives one to any other lock, under sh.mu.
+type lockExt struct {
+	// ctxs are the contexts of Lock.Context, cancelled when the lock is
+	// lost or leaves this node's books (lock_context.go). Guarded by sh.mu.
+	ctxs map[*lockContext]struct{}
+	// permits and count make the lock hold count permits of a semaphore of
+	// permits (semaphore.go); zero for a lock in a mode. Fixed when the
+	// lock is made.
 	permits, count uint32
+}
+
+// semCount returns the permits a semaphore lock holds or asks for, 0 for a
+// lock in a mode.
+func (lk *Lock) semCount() uint32 {
+	if e := lk.ext.Load(); e != nil {
+		return e.count
+	}
+	return 0
+}
+
+// semPermits returns the permits of a semaphore lock's semaphore.
+func (lk *Lock) semPermits() uint32 {
+	if e := lk.ext.Load(); e != nil {
+		return e.permits
+	}
+	return 0
 }
 
 // masterName is the node that masters the lock's resource in the current

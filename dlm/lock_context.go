@@ -33,14 +33,19 @@ func (lk *Lock) Context(parent context.Context) (context.Context, context.Cancel
 		cancel(errUnlocked)
 		return ctx, func() {}
 	}
-	if lk.ctxs == nil {
-		lk.ctxs = map[*lockContext]struct{}{}
+	e := lk.ext.Load()
+	if e == nil {
+		e = &lockExt{}
+		lk.ext.Store(e)
+	}
+	if e.ctxs == nil {
+		e.ctxs = map[*lockContext]struct{}{}
 	}
 	c := &lockContext{cancel: cancel}
-	lk.ctxs[c] = struct{}{}
+	e.ctxs[c] = struct{}{}
 	return ctx, func() {
 		sh.mu.Lock()
-		delete(lk.ctxs, c)
+		delete(e.ctxs, c)
 		sh.mu.Unlock()
 		cancel(context.Canceled)
 	}
@@ -55,8 +60,12 @@ var errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 // cancelContexts cancels the lock's contexts with cause: the lock was lost,
 // or left this holder. Caller holds sh.mu.
 func (lk *Lock) cancelContexts(cause error) {
-	for c := range lk.ctxs {
+	e := lk.ext.Load()
+	if e == nil {
+		return
+	}
+	for c := range e.ctxs {
 		c.cancel(cause)
 	}
-	lk.ctxs = nil
+	e.ctxs = nil
 }

@@ -64,8 +64,11 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	sh := ls.shardOf(h)
 	lk := &Lock{
 		ls: ls, sh: sh, id: n.newLockID(sh), resource: resource, owner: o.owner,
-		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: time.Now(),
-		state: stWaiting, want: mode, noQueue: o.noQueue, permits: o.permits, count: o.count,
+		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: n.sinceStart(),
+		state: stWaiting, want: mode, noQueue: o.noQueue,
+	}
+	if o.count > 0 {
+		lk.ext.Store(&lockExt{permits: o.permits, count: o.count})
 	}
 	if o.owner != nil {
 		lk.ownerID = o.owner.id
@@ -107,7 +110,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		res, err := lk.ls.tableRequest(lk.sh, master.Request{
 			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
 			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.ttl),
-			Permits: lk.permits, Count: lk.count,
+			Permits: lk.semPermits(), Count: lk.semCount(),
 		})
 		if err != nil {
 			return fromMaster(err)
@@ -148,7 +151,7 @@ func (lk *Lock) sendPending(p *pendingReq) {
 		}
 	}
 	var m wire.Message
-	if lk.count > 0 {
+	if lk.semCount() > 0 {
 		m = lk.semaphoreRequest(p.flags, timeout)
 	} else if p.convert {
 		sh.conv = wire.ConvertRequest{
@@ -246,7 +249,7 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	}
 	op, val := lk.valueToWrite(lk.mode, mode)
 	lk.keepWrittenValue(op, val)
-	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, time.Now(), o.noQueue
+	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, lk.ls.node.sinceStart(), o.noQueue
 	lk.beginOp()
 	timeout := deadlineOf(ctx)
 	var err error

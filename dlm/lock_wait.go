@@ -67,12 +67,15 @@ func (lk *Lock) observeGrant(mode modes.Mode) {
 		remote = 1
 	}
 	n := lk.ls.node
-	now := time.Now()
-	if lk.count == 0 { // permits are not a mode's wait
-		n.met.wait[remote][mode].Observe(now.Sub(lk.started).Seconds())
+	now := n.sinceStart()
+	if lk.semCount() == 0 { // permits are not a mode's wait
+		n.met.wait[remote][mode].Observe((now - lk.started).Seconds())
 	}
-	lk.heldSince.CompareAndSwap(0, int64(now.Sub(n.start))|1)
+	lk.heldSince.CompareAndSwap(0, int64(now)|1)
 }
+
+// sinceStart is the node's monotonic clock: the time since it started.
+func (n *Node) sinceStart() time.Duration { return time.Since(n.start) }
 
 // observeHeld records, once per grant, how long the lock was held: it is
 // being unlocked or was lost. Caller holds sh.mu.
@@ -82,8 +85,8 @@ func (lk *Lock) observeHeld() {
 		return
 	}
 	n := lk.ls.node
-	d := (time.Since(n.start) - time.Duration(since)).Seconds()
-	if lk.count > 0 {
+	d := (n.sinceStart() - time.Duration(since)).Seconds()
+	if lk.semCount() > 0 {
 		n.met.heldPermits.Observe(d)
 	} else if lk.mode.Valid() {
 		n.met.held[lk.mode].Observe(d)

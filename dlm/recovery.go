@@ -201,7 +201,7 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 			for _, lk := range sh.locks {
 				if rl, ok := lk.reportLocked(sh); ok {
 					k := reportKey{vw.masterOf(lk.hash).name, ls.name}
-					if lk.count > 0 {
+					if lk.semCount() > 0 {
 						addPermitReport(permits, k, v.Epoch, lk.reportedPermit(rl))
 						continue
 					}

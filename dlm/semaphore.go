@@ -118,7 +118,7 @@ type Permit struct {
 }
 
 // Count returns how many permits this acquisition holds.
-func (p *Permit) Count() int { return int(p.lk.count) }
+func (p *Permit) Count() int { return int(p.lk.semCount()) }
 
 // Semaphore returns the name of the semaphore.
 func (p *Permit) Semaphore() string { return p.lk.resource }
@@ -177,7 +177,7 @@ func (n *Node) onSemaphoreRequest(from *member, m *wire.SemaphoreRequest) {
 func (lk *Lock) semaphoreRequest(flags master.Flags, timeout time.Duration) *wire.SemaphoreRequest {
 	return &wire.SemaphoreRequest{
 		Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
-		Owner: uint64(lk.ownerID), Permits: lk.permits, Count: lk.count, Flags: uint32(flags),
+		Owner: uint64(lk.ownerID), Permits: lk.semPermits(), Count: lk.semCount(), Flags: uint32(flags),
 		Timeout: int64(timeout), TTL: int64(lk.ttl),
 	}
 }

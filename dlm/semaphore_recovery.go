@@ -21,7 +21,7 @@ import (
 func (lk *Lock) reportedPermit(rl wire.ReportedLock) wire.ReportedPermit {
 	return wire.ReportedPermit{
 		Resource: rl.Resource, Lock: rl.Lock, Owner: rl.Owner, Queue: rl.Queue,
-		Permits: lk.permits, Count: lk.count, Token: rl.Token, TTL: rl.TTL,
+		Permits: lk.semPermits(), Count: lk.semCount(), Token: rl.Token, TTL: rl.TTL,
 	}
 }
 
