@@ -81,3 +81,31 @@ func TestDescribe(t *testing.T) {
 		}
 	})
 }
+
+// TestDescribeLongQueue: a resource with more locks than one reply
+// carries: the first wire.Limits.MaxReport come back, in queue order, and
+// the rest are counted.
+func TestDescribeLongQueue(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, func(cfg *Config) { cfg.MaxLocks = 0 })
+		defer c.close()
+		res := c.resourceOn(1, "long")
+		const n = 4100
+		var locks []*Lock
+		for range n {
+			locks = append(locks, mustLock(t, c.ls[1], res, modes.NL))
+		}
+		for _, i := range []int{0, 1} { // locally and from another node
+			info, err := c.ls[i].Describe(bg, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(info.Granted) != 4096 || info.Omitted != n-4096 {
+				t.Fatalf("from %d: %d locks described, %d omitted", i, len(info.Granted), info.Omitted)
+			}
+		}
+		for _, lk := range locks {
+			mustUnlock(t, lk)
+		}
+	})
+}

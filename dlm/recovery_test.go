@@ -259,11 +259,12 @@ func TestRecoveryBigResource(t *testing.T) {
 }
 
 // TestTokensIncreaseAcrossWholeClusterRestart: no state survives a restart
-// of every node, yet a resource's tokens keep increasing, because every
-// table starts above the time-based floor of the moment it is made.
+// of every node, yet the tokens of a lock's and a semaphore's grants keep
+// increasing, and stay below 2^53, because every table starts above the
+// time-based floor of the moment it is made.
 func TestTokensIncreaseAcrossWholeClusterRestart(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
-		var last uint64
+		var last, lastPermit uint64
 		for run := range 3 {
 			c := startMem(t, 3, nil)
 			for i := range 50 {
@@ -274,6 +275,15 @@ func TestTokensIncreaseAcrossWholeClusterRestart(t *testing.T) {
 				}
 				last = lk.Token()
 				mustUnlock(t, lk)
+				p := mustPermits(t, mustSemaphore(t, c.ls[(i+1)%3], "restarted-sem", 2), 1+i%2)
+				if p.Token() <= lastPermit || p.Token() >= 1<<53 {
+					c.close()
+					t.Fatalf("run %d: permit token %d after %d (must be above it and below 2^53)", run, p.Token(), lastPermit)
+				}
+				lastPermit = p.Token()
+				if err := p.Release(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			c.close() // every node goes; nothing is kept
 		}

@@ -246,3 +246,45 @@ func TestSemaphoreDeadHolderAfterLockDelay(t *testing.T) {
 		}
 	})
 }
+
+// TestSemaphoreTTL: permits taken WithTTL are lost on the holder's clock
+// if not renewed, and the master gives them back by itself; KeepAlive
+// keeps them.
+func TestSemaphoreTTL(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		name := c.resourceOn(1, "ttl-sem")
+		s := mustSemaphore(t, c.ls[0], name, 1)
+		kept, err := s.Acquire(bg, 1, WithTTL(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(bg)
+		alive := make(chan error, 1)
+		go func() { alive <- kept.KeepAlive(ctx) }()
+		time.Sleep(10 * time.Second)
+		if kept.Err() != nil {
+			t.Fatalf("kept alive, yet lost: %v", kept.Err())
+		}
+		stop()
+		if err := <-alive; err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		<-kept.Lost()
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("lost %v after the renewals stopped, past the TTL", took)
+		}
+		p := mustPermits(t, mustSemaphore(t, c.ls[2], name, 1), 1) // the master let it go
+		if p.Token() <= kept.Token() {
+			t.Fatalf("token %d after %d", p.Token(), kept.Token())
+		}
+		if err := kept.Release(); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("release of lost permits: %v, want ErrLockLost", err)
+		}
+		if err := p.Release(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
