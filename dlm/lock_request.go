@@ -13,13 +13,16 @@ import (
 
 // Lock acquires a lock on resource in mode, waiting as long as ctx allows.
 // A cancelled or expired ctx withdraws the request (ErrCancelled or
-// ErrTimeout, matching ctx's error too).
+// ErrTimeout, matching ctx's error too). While this node has no quorum the
+// request waits for it to return (a ctx that ends then gives an error that
+// matches ErrNoQuorum too); FailFast fails at once with ErrNoQuorum.
 func (ls *Lockspace) Lock(ctx context.Context, resource string, mode modes.Mode, opts ...LockOption) (*Lock, error) {
 	return ls.acquire(ctx, resource, mode, buildOpts(opts))
 }
 
 // TryLock acquires the lock only if it can be granted at once; otherwise it
-// fails with ErrNotQueued and leaves nothing behind.
+// fails with ErrNotQueued and leaves nothing behind. Like Lock, it waits
+// (within ctx) for this node to have quorum, unless FailFast is given.
 func (ls *Lockspace) TryLock(ctx context.Context, resource string, mode modes.Mode, opts ...LockOption) (*Lock, error) {
 	o := buildOpts(opts)
 	o.noQueue = true

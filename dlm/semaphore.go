@@ -82,7 +82,8 @@ func (s *Semaphore) Acquire(ctx context.Context, n int, opts ...LockOption) (*Pe
 
 // TryAcquire takes n permits only if it can at once: they are free and no
 // request waits before it. Otherwise it fails with ErrNotQueued and leaves
-// nothing behind.
+// nothing behind. Like Acquire, it waits (within ctx) for this node to
+// have quorum, unless FailFast is given.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...LockOption) (*Permit, error) {
 	o := buildOpts(opts)
 	o.noQueue = true

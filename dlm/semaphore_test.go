@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
 func mustSemaphore(t testing.TB, ls *Lockspace, name string, permits int) *Semaphore {
@@ -287,4 +289,12 @@ func TestSemaphoreTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The node checks permits as the wire does (dlm.MaxPermits is
+// wire.MaxPermits), and the master must take what the wire carries.
+func TestMaxPermitsAgree(t *testing.T) {
+	if wire.MaxPermits != master.MaxPermits {
+		t.Fatalf("MaxPermits: wire %d, master %d", wire.MaxPermits, master.MaxPermits)
+	}
 }
