@@ -69,6 +69,31 @@ func (n *nemesis) permitCycle(id int, name string, node int, ls *Lockspace, rng 
 	close(released)
 }
 
+// permitHolderNode returns the index of a node that holds permits now, as
+// the semaphore's master describes it; -1 if none.
+func (n *nemesis) permitHolderNode() int {
+	for i := range n.c.nodes {
+		if n.node(i) == nil || n.isDead(i) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := n.c.ls[i].Describe(ctx, semaphoreNemesisName)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, g := range info.Granted {
+			for j, name := range n.c.names {
+				if name == g.Node {
+					return j
+				}
+			}
+		}
+		return -1
+	}
+	return -1
+}
+
 // TestNemesisSemaphoreKillHolder: a node holding permits dies; its permits
 // come back only after the lock-delay, and the others go on.
 func TestNemesisSemaphoreKillHolder(t *testing.T) {

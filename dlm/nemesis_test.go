@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/seed-a6839e30/dlm/chaos/check"
-	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -415,6 +414,9 @@ func nemesisTest(t *testing.T, o nemesisOpts, fault func(n *nemesis, seed uint64
 // holderOf returns the node index of a client that holds a writer lock now,
 // by looking at the masters' dumps; -1 if none.
 func (n *nemesis) holderNode() int {
+	if n.permits > 0 {
+		return n.permitHolderNode()
+	}
 	for i := range n.c.nodes {
 		nd := n.node(i)
 		if nd == nil {
@@ -423,7 +425,7 @@ func (n *nemesis) holderNode() int {
 		for _, res := range n.resources {
 			if rs, ok := n.c.ls[i].masterState(res); ok {
 				for _, l := range rs.Locks {
-					if l.Queue != 0 && (modes.Stronger(l.Granted, modes.CW) || (l.Permits > 0 && l.Queue == master.QueueGranted)) {
+					if l.Queue != 0 && modes.Stronger(l.Granted, modes.CW) {
 						for j, name := range n.c.names {
 							if nodeID(name) == l.Lock.Node {
 								return j
