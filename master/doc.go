@@ -88,8 +88,9 @@
 // table, so tokens strictly increase per resource, and also across a
 // resource being freed and created again. RaiseTokenFloor sets a floor below
 // which the table never issues; recovery raises it above anything an
-// earlier master could have issued (see the recovery package for the
-// layout of the high bits). A down-conversion keeps the lock's token.
+// earlier master could have issued (the dlm package sets it from the wall
+// clock and the survivors' reports). A down-conversion keeps the lock's
+// token.
 //
 // # Owners and deadlock detection
 //
