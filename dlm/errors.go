@@ -27,7 +27,9 @@ var (
 	// it protected may now be held by someone else; fencing tokens tell.
 	ErrLockLost = errors.New("dlm: lock lost")
 	// ErrNoQuorum: this node cannot reach a majority of the cluster, so it
-	// grants nothing and reports held locks lost.
+	// grants nothing and reports held locks lost. A new request waits for
+	// quorum to return; it gets ErrNoQuorum with FailFast, or together with
+	// ErrTimeout or ErrCancelled when its context ends first.
 	ErrNoQuorum = errors.New("dlm: no quorum")
 	// ErrClosed: the node, or the lock, has been closed or released.
 	ErrClosed = errors.New("dlm: closed")
