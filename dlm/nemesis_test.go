@@ -91,6 +91,7 @@ type nemesisOpts struct {
 	noLockDelay    bool
 	run            time.Duration // workload time before the final heal
 	permits        int           // > 0: a semaphore of this many permits instead of locks
+	seeds          int           // > 0: run this many seeds, not nemesisSeeds()
 }
 
 // runNemesis runs one seeded scenario and returns the check result; it
@@ -398,8 +399,11 @@ func defaultNemesis() nemesisOpts {
 // nemesisTest runs a fault over nemesisSeeds() seeds and requires every run
 // to be safe and live.
 func nemesisTest(t *testing.T, o nemesisOpts, fault func(n *nemesis, seed uint64)) {
-	first := nemesisFirstSeed()
-	for s := range nemesisSeeds() {
+	first, seeds := nemesisFirstSeed(), nemesisSeeds()
+	if o.seeds > 0 {
+		seeds = o.seeds
+	}
+	for s := range seeds {
 		seed := first + uint64(s)
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			res := runNemesis(t, seed, o, func(n *nemesis) { fault(n, seed) })
