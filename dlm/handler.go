@@ -145,21 +145,28 @@ func (n *Node) masters(ls *Lockspace, resource string) bool {
 }
 
 func (n *Node) onLockRequest(from *member, m *wire.LockRequest) {
-	ls, sh := n.masterShard(m.Lockspace, m.Resource)
-	if !n.masters(ls, m.Resource) {
+	n.masterRequest(from, m.Lockspace, m.Lock, master.Request{
+		Resource: m.Resource, Lock: master.LockID{Node: from.id, ID: m.Lock}, Owner: master.OwnerID(m.Owner),
+		Mode: m.Mode, Flags: master.Flags(m.Flags), Timeout: ticks(time.Duration(m.Timeout)), TTL: ticks(time.Duration(m.TTL)),
+	})
+}
+
+// masterRequest runs another node's new request on the table of its
+// resource and answers it if it ended at once (granted or refused); a
+// queued one is answered when it ends.
+func (n *Node) masterRequest(from *member, lockspace string, lock uint64, req master.Request) {
+	ls, sh := n.masterShard(lockspace, req.Resource)
+	if !n.masters(ls, req.Resource) {
 		return
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	res, err := ls.tableRequest(sh, master.Request{
-		Resource: m.Resource, Lock: master.LockID{Node: from.id, ID: m.Lock}, Owner: master.OwnerID(m.Owner),
-		Mode: m.Mode, Flags: master.Flags(m.Flags), Timeout: ticks(time.Duration(m.Timeout)), TTL: ticks(time.Duration(m.TTL)),
-	})
+	res, err := ls.tableRequest(sh, req)
 	if errors.Is(err, master.ErrLockExists) {
 		return // a request that a recovery report already restored
 	}
 	if err != nil || res.Status == master.Granted {
-		ls.reply(sh, from, m.Lock, res, err)
+		ls.reply(sh, from, lock, res, err)
 	}
 }
 

@@ -498,12 +498,18 @@ func TestNemesisPauseHolderBeyondLease(t *testing.T) {
 // TestControlWithoutLockDelayIsCaught proves the checker can fail: with the
 // lock-delay switched off, a paused holder's locks go to others while it
 // still believes it holds them, and some seed must show it.
-func TestControlWithoutLockDelayIsCaught(t *testing.T) {
-	o := defaultNemesis()
+func TestControlWithoutLockDelayIsCaught(t *testing.T) { controlTest(t, defaultNemesis()) }
+
+// controlTest runs the pause scenario with the lock-delay off over the
+// seeds of o, and requires some run to be reported unsafe.
+func controlTest(t *testing.T, o nemesisOpts) {
 	o.noLockDelay = true
 	caught := 0
-	first := nemesisFirstSeed()
-	for s := range nemesisSeeds() {
+	first, seeds := nemesisFirstSeed(), nemesisSeeds()
+	if o.seeds > 0 {
+		seeds = o.seeds
+	}
+	for s := range seeds {
 		seed := first + uint64(s)
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			res := runNemesis(t, seed, o, func(n *nemesis) { n.pauseHolder(seed) })
@@ -516,7 +522,7 @@ func TestControlWithoutLockDelayIsCaught(t *testing.T) {
 	if caught == 0 {
 		t.Fatal("no run without the lock-delay was reported unsafe: the checker cannot fail")
 	}
-	t.Logf("%d of %d runs without the lock-delay were caught", caught, nemesisSeeds())
+	t.Logf("%d of %d runs without the lock-delay were caught", caught, seeds)
 }
 
 func TestNemesisPartitionMinority(t *testing.T) {

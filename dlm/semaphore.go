@@ -2,7 +2,6 @@ package dlm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -155,23 +154,11 @@ func (p *Permit) KeepAlive(ctx context.Context) error { return p.lk.KeepAlive(ct
 
 // onSemaphoreRequest is onLockRequest for permits.
 func (n *Node) onSemaphoreRequest(from *member, m *wire.SemaphoreRequest) {
-	ls, sh := n.masterShard(m.Lockspace, m.Resource)
-	if !n.masters(ls, m.Resource) {
-		return
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	res, err := ls.tableRequest(sh, master.Request{
+	n.masterRequest(from, m.Lockspace, m.Lock, master.Request{
 		Resource: m.Resource, Lock: master.LockID{Node: from.id, ID: m.Lock}, Owner: master.OwnerID(m.Owner),
 		Mode: modes.NL, Flags: master.Flags(m.Flags), Timeout: ticks(time.Duration(m.Timeout)), TTL: ticks(time.Duration(m.TTL)),
 		Permits: m.Permits, Count: m.Count,
 	})
-	if errors.Is(err, master.ErrLockExists) {
-		return // a request that a recovery report already restored
-	}
-	if err != nil || res.Status == master.Granted {
-		ls.reply(sh, from, m.Lock, res, err)
-	}
 }
 
 // semaphoreRequest is the message for a semaphore lock's first request.
