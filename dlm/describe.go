@@ -63,6 +63,9 @@ func (ls *Lockspace) Describe(ctx context.Context, resource string) (ResourceInf
 	n := ls.node
 	backoff := describeBackoffMin
 	for {
+		if n.quorumLost() {
+			return ResourceInfo{}, fmt.Errorf("%w: describe %q", ErrNoQuorum, resource)
+		}
 		if err := n.waitServing(ctx); err != nil {
 			return ResourceInfo{}, err
 		}

@@ -28,6 +28,10 @@ func (ls *Lockspace) acquireRetrying(ctx context.Context, resource string, mode 
 			if err := ls.node.waitQuorum(ctx); err != nil {
 				return nil, err
 			}
+		} else if ls.node.quorumLost() {
+			// Not even waiting for a recovery: one that started as the
+			// quorum went cannot end before it is back.
+			return nil, fmt.Errorf("%w: this node has no quorum (FailFast)", ErrNoQuorum)
 		}
 		lk, err := ls.acquireNew(ctx, resource, mode, o)
 		if err == nil || o.failFast || !errors.Is(err, ErrNoQuorum) || ctx.Err() != nil {
@@ -58,26 +62,39 @@ const (
 
 // waitQuorum returns nil once this node serves, waiting through recoveries
 // and through a loss of quorum as long as ctx allows; ErrClosed if the
-// node closes.
+// node closes. Every change of the gate's state wakes it to look again.
 func (n *Node) waitQuorum(ctx context.Context) error {
-	for {
-		err := n.waitServing(ctx)
-		if !errors.Is(err, ErrNoQuorum) {
-			return err
-		}
-		g := &n.gate
+	g := &n.gate
+	for !g.serving.Load() {
 		g.mu.Lock()
-		ch, still := g.changed, g.noQuorum && !g.recovering && !g.closed
+		closed, noQuorum, changed := g.closed, g.noQuorum, g.changed
+		serving := g.serving.Load()
 		g.mu.Unlock()
-		if !still {
-			continue
+		switch {
+		case closed:
+			return ErrClosed
+		case serving:
+			return nil
 		}
 		select {
-		case <-ch:
+		case <-changed:
 		case <-ctx.Done():
-			return quorumCtxError(ctx)
+			if noQuorum {
+				return quorumCtxError(ctx)
+			}
+			return ctxError(ctx.Err())
 		}
 	}
+	return nil
+}
+
+// quorumLost reports whether this node has lost its quorum lease (and not
+// regained it).
+func (n *Node) quorumLost() bool {
+	g := &n.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.noQuorum && !g.closed
 }
 
 // quorumCtxError is the error of a request whose context ended while it
