@@ -133,9 +133,12 @@
 //   - the head of the converting queue cannot be granted, and if that queue
 //     is empty, neither can the head of the waiting queue (no lost wakeup);
 //   - tokens issued on a resource strictly increase;
-//   - a resource's value sequence never goes back while the resource exists.
+//   - a resource's value sequence never goes back while the resource exists;
+//   - on a semaphore, the permits granted are at most its permits, and the
+//     head of its queue asks for more than are free.
 //
-// TestTableProperties checks all of them on random histories.
+// TestTableProperties checks them on random histories, and
+// TestSemaphoreProperties those of semaphores, against a plain model.
 //
 // # Limits and bad input
 //
