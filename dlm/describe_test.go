@@ -1,6 +1,7 @@
 package dlm
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -17,7 +18,10 @@ func TestDescribe(t *testing.T) {
 		defer c.close()
 		res := c.resourceOn(1, "desc")
 		owner := c.ls[0].NewOwner()
-		r1 := mustLock(t, c.ls[0], res, modes.PR, WithOwner(owner))
+		r1 := mustLock(t, c.ls[0], res, modes.PR, WithOwner(owner), WithTTL(time.Minute))
+		keep, kcancel := context.WithCancel(bg)
+		defer kcancel()
+		go func() { _ = r1.KeepAlive(keep) }()
 		r2 := mustLock(t, c.ls[2], res, modes.PR)
 		conv := make(chan error, 1)
 		go func() { conv <- r2.Convert(bg, modes.EX) }()
@@ -33,7 +37,8 @@ func TestDescribe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.Resource != res || info.Master != c.nodes[1].Name() || info.Permits != 0 || info.Omitted != 0 {
+			if info.Name != res || info.Lockspace != "test" || info.Master != c.nodes[1].Name() || info.Permits != 0 || info.Omitted != 0 ||
+				!info.Value.Valid || info.Epoch == 0 {
 				t.Fatalf("from %d: %+v", i, info)
 			}
 			if len(info.Granted) != 1 || len(info.Converting) != 1 || len(info.Waiting) != 1 {
@@ -41,18 +46,19 @@ func TestDescribe(t *testing.T) {
 			}
 			g, cv, w := info.Granted[0], info.Converting[0], info.Waiting[0]
 			if g.Node != c.nodes[0].Name() || g.Mode != modes.PR || g.Requested != modes.PR || g.Owner != owner.ID() ||
-				g.Token != Token(r1.Token()) || g.Waited != 0 || g.ID == 0 {
+				g.Token != r1.Token() || g.Wait != 0 || g.ID != r1.ID() || g.TTL <= 0 || g.TTL > time.Minute {
 				t.Errorf("granted: %+v", g)
 			}
-			if cv.Node != c.nodes[2].Name() || cv.Mode != modes.PR || cv.Requested != modes.EX || cv.Token != Token(r2.Token()) ||
-				cv.Waited < 1500*time.Millisecond || cv.Waited > 2*time.Second {
+			if cv.Node != c.nodes[2].Name() || cv.Mode != modes.PR || cv.Requested != modes.EX || cv.Token != r2.Token() ||
+				cv.Wait < 1500*time.Millisecond || cv.Wait > 2*time.Second {
 				t.Errorf("converting: %+v", cv)
 			}
 			if w.Node != c.nodes[1].Name() || w.Mode != modes.NL || w.Requested != modes.CR || w.Token != 0 ||
-				w.Waited < 500*time.Millisecond || w.Waited > time.Second {
+				w.Wait < 500*time.Millisecond || w.Wait > time.Second {
 				t.Errorf("waiting: %+v", w)
 			}
 		}
+		kcancel()
 		mustUnlock(t, r1)
 		if err := <-conv; err != nil {
 			t.Fatal(err)

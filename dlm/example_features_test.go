@@ -10,14 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seed-a6839e30/dlm/dlm"
-	"github.com/seed-a6839e30/dlm/internal/localcluster"
+	"github.com/seed-a6839e30/dlm/dlm/dlmtest"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
 // A counting semaphore shared by three nodes: at most 3 permits out at
 // once, FIFO, and every acquisition with its own fencing token.
 func ExampleSemaphore() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 
@@ -59,7 +59,7 @@ func ExampleSemaphore() {
 // A reader that finds it must write upgrades in place, and downgrades when
 // it is done writing, without ever letting a writer in between.
 func ExampleRWMutex() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 
@@ -91,7 +91,7 @@ func ExampleRWMutex() {
 // the order asked, so two transfers between the same accounts, in opposite
 // directions, cannot deadlock.
 func ExampleLockspace_LockAll() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 
@@ -128,7 +128,7 @@ func ExampleLockspace_LockAll() {
 
 // Who holds a lock, and who waits for it: the resource's master says.
 func ExampleLockspace_Describe() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 	ctx := context.Background()
 
@@ -145,7 +145,7 @@ func ExampleLockspace_Describe() {
 		}
 		if len(info.Waiting) == 1 {
 			g, w := info.Granted[0], info.Waiting[0]
-			fmt.Printf("held by %s in %v (token %v), %s waits for %v\n", g.Node, g.Mode, g.Token == dlm.Token(held.Token()), w.Node, w.Requested)
+			fmt.Printf("held by %s in %v (token %v), %s waits for %v\n", g.Node, g.Mode, g.Token == held.Token(), w.Node, w.Requested)
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -158,7 +158,7 @@ func ExampleLockspace_Describe() {
 // Work done under a lock stops when the lock does: its context is
 // cancelled the moment the lock is lost (here its TTL runs out unrenewed).
 func ExampleLock_Context() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 
 	lk, err := lss[0].Lock(context.Background(), "job", modes.EX, dlm.WithTTL(time.Second))
@@ -180,7 +180,7 @@ func ExampleLock_Context() {
 // A fencing token as JSON: a decimal string, which a JavaScript or Lua
 // reader cannot round.
 func ExampleToken() {
-	lss, stop := cluster(1, nil)
+	lss, stop := cluster(1)
 	defer stop()
 
 	lk, _ := lss[0].Lock(context.Background(), "doc", modes.EX)
@@ -199,7 +199,7 @@ func ExampleToken() {
 // Mutex is a sync.Locker; LockContext is its Lock with a deadline and an
 // error.
 func ExampleMutex_LockContext() {
-	lss, stop := cluster(3, nil)
+	lss, stop := cluster(3)
 	defer stop()
 
 	m := lss[0].Mutex("nightly-report")
@@ -212,20 +212,19 @@ func ExampleMutex_LockContext() {
 	// Output: second locker timed out: true
 }
 
-// A node that has lost its quorum (here, the other two nodes are gone)
+// A node that has lost its quorum (here, cut off from the other two)
 // makes a Lock wait for quorum to return, within its context; FailFast
 // makes it fail at once instead.
 func ExampleFailFast() {
 	ctx := context.Background()
-	nodes, err := localcluster.Start(ctx, 3, nil)
+	c, err := dlmtest.New(ctx, 3)
 	if err != nil {
 		return
 	}
-	defer nodes.Close()
-	ls, _ := nodes[0].Lockspace("app")
+	defer c.Close()
+	ls, _ := c.Node(0).Lockspace("app")
 	held, _ := ls.Lock(ctx, "canary", modes.NL)
-	nodes[1].Close()
-	nodes[2].Close()
+	c.Network().Isolate(c.Names()[0])
 	<-held.Lost() // the lease ran out: no quorum
 
 	_, err = ls.Lock(ctx, "x", modes.EX, dlm.FailFast())
@@ -234,17 +233,31 @@ func ExampleFailFast() {
 	defer cancel()
 	_, err = ls.Lock(wait, "x", modes.EX)
 	fmt.Println("waited, then timed out:", errors.Is(err, dlm.ErrTimeout), errors.Is(err, dlm.ErrNoQuorum))
+
+	c.Network().Heal()
+	back, cancel2 := context.WithTimeout(ctx, time.Minute)
+	defer cancel2()
+	lk, err := ls.Lock(back, "x", modes.EX) // waits until the node is back in a view
+	fmt.Println("after the heal:", err == nil)
+	if err == nil {
+		lk.Unlock()
+	}
 	// Output:
 	// fail fast: true
 	// waited, then timed out: true true
+	// after the heal: true
 }
 
 // How long locks are held, and how often requests had to wait, are in the
 // node's metrics.
 func ExampleConfig_metrics() {
 	reg := prometheus.NewRegistry()
-	lss, stop := cluster(1, func(_ int, cfg *dlm.Config) { cfg.Registerer = reg })
-	defer stop()
+	c, err := dlmtest.New(context.Background(), 1, dlmtest.Configure(func(_ int, cfg *dlm.Config) { cfg.Registerer = reg }))
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	lss, _ := c.Lockspaces("app")
 
 	lk, _ := lss[0].Lock(context.Background(), "r", modes.EX)
 	lk.Unlock()

@@ -64,7 +64,7 @@ func TestRWMutexUpgradeDowngrade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(info.Granted) != 1 || info.Granted[0].Mode != modes.PR || info.Granted[0].Token != Token(tok) {
+			if len(info.Granted) != 1 || info.Granted[0].Mode != modes.PR || info.Granted[0].Token != tok {
 				t.Fatalf("after Downgrade: %+v, want one PR with token %d", info, tok)
 			}
 			a.RUnlock()

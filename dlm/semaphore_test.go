@@ -197,7 +197,7 @@ func TestSemaphorePermitsSurviveMasterDeath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Permits != 3 || len(info.Granted) != 1 || info.Granted[0].Permits != 2 || info.Granted[0].Token != Token(a.Token()) ||
+		if info.Permits != 3 || len(info.Granted) != 1 || info.Granted[0].Permits != 2 || info.Granted[0].Token != a.Token() ||
 			len(info.Waiting) != 1 || info.Waiting[0].Permits != 2 || info.Waiting[0].Node != c.nodes[1].Name() {
 			t.Fatalf("rebuilt semaphore: %+v", info)
 		}

@@ -69,11 +69,16 @@ type DescribeReply struct {
 	Status  DescribeStatus
 	Locks   []DescribedLock // granted, then converting, then waiting, each in queue order; 0..Limits.MaxReport, none unless DescribeFound
 	Omitted uint32          // locks left out past Limits.MaxReport
+	// The resource's value block: valid or not, its sequence and length
+	// (its bytes are not carried).
+	ValueValid bool
+	ValueSeq   uint64
+	ValueLen   uint32
 }
 
 // DescribedLock is one lock as its master has it.
 type DescribedLock struct {
-	Node      uint32     // the lock's node, as a numeric node id
+	Node      string     // the lock's node, as the master's view names it, 1..MaxNodeName
 	Lock      uint64     // ≠ 0
 	Owner     uint64     // 0 = none
 	Queue     uint8      // 1..3 as in ReportedLock
@@ -83,11 +88,12 @@ type DescribedLock struct {
 	Count     uint32     // the permits held or asked for (with Permits)
 	Token     uint64     // fencing token of the grant (0 while waiting)
 	Waited    int64      // ns the queued request or conversion has waited, ≥ 0
+	TTL       int64      // ns a lock with a TTL has left unless renewed, ≥ 0; 0 = none
 }
 
 const (
-	describeReplyFields = 4
-	describedLockFields = 10
+	describeReplyFields = 7
+	describedLockFields = 11
 )
 
 // Type implements Message.
@@ -121,6 +127,9 @@ func (m *DescribeReply) Validate(l *Limits) error {
 }
 
 func (k *DescribedLock) validate() error {
+	if err := checkName("node", k.Node, MaxNodeName); err != nil {
+		return err
+	}
 	if err := checkLock(k.Lock); err != nil {
 		return err
 	}
@@ -138,7 +147,10 @@ func (k *DescribedLock) validate() error {
 			return fmt.Errorf("%w: permits on queue %d in mode %v/%v", ErrInvalid, k.Queue, k.Granted, k.Requested)
 		}
 	}
-	return checkDuration("waited", k.Waited)
+	if err := checkDuration("waited", k.Waited); err != nil {
+		return err
+	}
+	return checkDuration("ttl", k.TTL)
 }
 
 func (m *DescribeReply) appendBody(b []byte) []byte {
@@ -149,7 +161,7 @@ func (m *DescribeReply) appendBody(b []byte) []byte {
 	for i := range m.Locks {
 		k := &m.Locks[i]
 		b = appendArrayLen(b, describedLockFields)
-		b = appendUint(b, uint64(k.Node))
+		b = appendStr(b, k.Node)
 		b = appendUint(b, k.Lock)
 		b = appendUint(b, k.Owner)
 		b = appendUint(b, uint64(k.Queue))
@@ -159,8 +171,12 @@ func (m *DescribeReply) appendBody(b []byte) []byte {
 		b = appendUint(b, uint64(k.Count))
 		b = appendUint(b, k.Token)
 		b = appendInt(b, k.Waited)
+		b = appendInt(b, k.TTL)
 	}
-	return appendUint(b, uint64(m.Omitted))
+	b = appendUint(b, uint64(m.Omitted))
+	b = appendBool(b, m.ValueValid)
+	b = appendUint(b, m.ValueSeq)
+	return appendUint(b, uint64(m.ValueLen))
 }
 
 func (m *DescribeReply) decodeBody(r *reader, d *Decoder) (err error) {
@@ -184,20 +200,30 @@ func (m *DescribeReply) decodeBody(r *reader, d *Decoder) (err error) {
 	}
 	m.Locks = reuse(m.Locks, n)
 	for i := range m.Locks {
-		if err = readDescribedLock(r, &m.Locks[i]); err != nil {
+		if err = d.describedLock(r, &m.Locks[i]); err != nil {
 			return fmt.Errorf("lock %d: %w", i, err)
 		}
 	}
-	m.Omitted, err = r.uint32()
+	if m.Omitted, err = r.uint32(); err != nil {
+		return err
+	}
+	if m.ValueValid, err = r.bool(); err != nil {
+		return err
+	}
+	if m.ValueSeq, err = r.uint64(); err != nil {
+		return err
+	}
+	m.ValueLen, err = r.uint32()
 	return err
 }
 
-// readDescribedLock overwrites every field of k.
-func readDescribedLock(r *reader, k *DescribedLock) (err error) {
+// describedLock overwrites every field of k. Node names repeat: they are
+// interned.
+func (d *Decoder) describedLock(r *reader, k *DescribedLock) (err error) {
 	if err = r.expectArray(describedLockFields); err != nil {
 		return err
 	}
-	if k.Node, err = r.uint32(); err != nil {
+	if k.Node, err = d.internField(r, "node", MaxNodeName); err != nil {
 		return err
 	}
 	if k.Lock, err = r.uint64(); err != nil {
@@ -224,6 +250,9 @@ func readDescribedLock(r *reader, k *DescribedLock) (err error) {
 	if k.Token, err = r.uint64(); err != nil {
 		return err
 	}
-	k.Waited, err = r.int64()
+	if k.Waited, err = r.int64(); err != nil {
+		return err
+	}
+	k.TTL, err = r.int64()
 	return err
 }

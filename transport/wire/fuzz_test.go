@@ -40,7 +40,7 @@ func allocPerByte(t Type) int {
 	case TypePermitReport:
 		worst = per(unsafe.Sizeof(ReportedPermit{}), reportedPermitFields) // 56 / 9
 	case TypeDescribeReply:
-		worst = per(unsafe.Sizeof(DescribedLock{}), describedLockFields) // 48 / 11
+		worst = per(unsafe.Sizeof(DescribedLock{}), describedLockFields) // 72 / 12
 	default:
 		return 8
 	}

@@ -164,7 +164,7 @@ type libPermitReport struct {
 
 type libDescribedLock struct {
 	_msgpack  struct{} `msgpack:",as_array"`
-	Node      uint32
+	Node      string
 	Lock      uint64
 	Owner     uint64
 	Queue     uint8
@@ -174,14 +174,18 @@ type libDescribedLock struct {
 	Count     uint32
 	Token     uint64
 	Waited    int64
+	TTL       int64
 }
 
 type libDescribeReply struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Epoch    uint64
-	Status   uint8
-	Locks    []libDescribedLock
-	Omitted  uint32
+	_msgpack   struct{} `msgpack:",as_array"`
+	Epoch      uint64
+	Status     uint8
+	Locks      []libDescribedLock
+	Omitted    uint32
+	ValueValid bool
+	ValueSeq   uint64
+	ValueLen   uint32
 }
 
 func TestBodiesAreStandardMsgpack(t *testing.T) {
@@ -256,13 +260,13 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 			func() any { return new(libPermitReport) },
 		},
 		{
-			&DescribeReply{Epoch: 5, Status: DescribeFound, Omitted: 1 << 20, Locks: []DescribedLock{
-				{Node: 1 << 31, Lock: 9, Owner: 3, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 1 << 40, Waited: 7e9},
-				{Node: 2, Lock: 10, Queue: QueueWaiting, Permits: 5, Count: 2},
+			&DescribeReply{Epoch: 5, Status: DescribeFound, Omitted: 1 << 20, ValueValid: true, ValueSeq: 1 << 33, ValueLen: 64, Locks: []DescribedLock{
+				{Node: "node-1", Lock: 9, Owner: 3, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 1 << 40, Waited: 7e9, TTL: 3e9},
+				{Node: "node-2", Lock: 10, Queue: QueueWaiting, Permits: 5, Count: 2},
 			}},
-			&libDescribeReply{Epoch: 5, Status: uint8(DescribeFound), Omitted: 1 << 20, Locks: []libDescribedLock{
-				{Node: 1 << 31, Lock: 9, Owner: 3, Queue: QueueConverting, Granted: uint8(modes.PR), Requested: uint8(modes.EX), Token: 1 << 40, Waited: 7e9},
-				{Node: 2, Lock: 10, Queue: QueueWaiting, Permits: 5, Count: 2},
+			&libDescribeReply{Epoch: 5, Status: uint8(DescribeFound), Omitted: 1 << 20, ValueValid: true, ValueSeq: 1 << 33, ValueLen: 64, Locks: []libDescribedLock{
+				{Node: "node-1", Lock: 9, Owner: 3, Queue: QueueConverting, Granted: uint8(modes.PR), Requested: uint8(modes.EX), Token: 1 << 40, Waited: 7e9, TTL: 3e9},
+				{Node: "node-2", Lock: 10, Queue: QueueWaiting, Permits: 5, Count: 2},
 			}},
 			func() any { return new(libDescribeReply) },
 		},

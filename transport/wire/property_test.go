@@ -124,6 +124,7 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 				}
 				m.Omitted = rapid.Uint32().Draw(t, "omitted")
 			}
+			m.ValueValid, m.ValueSeq, m.ValueLen = rapid.Bool().Draw(t, "vv"), rapid.Uint64().Draw(t, "vs"), rapid.Uint32().Draw(t, "vl")
 			return m
 		}
 		panic("genMessage: no generator for a type")
@@ -207,8 +208,8 @@ func genReportedPermit(l Limits) *rapid.Generator[ReportedPermit] {
 // or permits, granted or waiting.
 func genDescribedLock() *rapid.Generator[DescribedLock] {
 	return rapid.Custom(func(t *rapid.T) DescribedLock {
-		k := DescribedLock{Node: rapid.Uint32().Draw(t, "node"), Lock: genLock().Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
-			Token: rapid.Uint64().Draw(t, "token"), Waited: rapid.Int64Min(0).Draw(t, "waited")}
+		k := DescribedLock{Node: genName(MaxNodeName).Draw(t, "node"), Lock: genLock().Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
+			Token: rapid.Uint64().Draw(t, "token"), Waited: rapid.Int64Min(0).Draw(t, "waited"), TTL: rapid.Int64Min(0).Draw(t, "ttl")}
 		if rapid.Bool().Draw(t, "permits") {
 			k.Queue = rapid.SampledFrom([]uint8{QueueGranted, QueueWaiting}).Draw(t, "queue")
 			k.Permits = rapid.Uint32Range(1, MaxPermits).Draw(t, "n")

@@ -82,7 +82,7 @@ func samples() []Message {
 			{Resource: long, Lock: ^uint64(0), Owner: ^uint64(0), Queue: QueueWaiting, Permits: MaxPermits, Count: 1},
 		}},
 		&DescribeRequest{Epoch: 13, Lockspace: "fs1", Resource: "inode/42"},
-		&DescribeReply{Epoch: 13, Status: DescribeFound, Locks: sampleDescribed(), Omitted: 3},
+		&DescribeReply{Epoch: 13, Status: DescribeFound, Locks: sampleDescribed(), Omitted: 3, ValueValid: true, ValueSeq: 99, ValueLen: 64},
 		&DescribeReply{Epoch: ^uint64(0), Status: DescribeRetry},
 	}
 }
@@ -91,10 +91,10 @@ func samples() []Message {
 // with the widest values.
 func sampleDescribed() []DescribedLock {
 	return []DescribedLock{
-		{Node: 1, Lock: 7, Owner: 9, Queue: QueueGranted, Granted: modes.PR, Requested: modes.PR, Token: 1<<48 | 17},
-		{Node: ^uint32(0), Lock: ^uint64(0), Owner: ^uint64(0), Queue: QueueGranted, Permits: MaxPermits, Count: MaxPermits, Token: ^uint64(0)},
-		{Node: 2, Lock: 8, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 18, Waited: 1 << 62},
-		{Node: 3, Lock: 1, Queue: QueueWaiting, Requested: modes.CW, Waited: 5},
+		{Node: "node-1", Lock: 7, Owner: 9, Queue: QueueGranted, Granted: modes.PR, Requested: modes.PR, Token: 1<<48 | 17, TTL: 30e9},
+		{Node: strings.Repeat("n", MaxNodeName), Lock: ^uint64(0), Owner: ^uint64(0), Queue: QueueGranted, Permits: MaxPermits, Count: MaxPermits, Token: ^uint64(0)},
+		{Node: "node-2", Lock: 8, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 18, Waited: 1 << 62},
+		{Node: "node#123", Lock: 1, Queue: QueueWaiting, Requested: modes.CW, Waited: 5},
 	}
 }
 
@@ -240,12 +240,15 @@ func typeSeeds(t Type) map[string][]byte {
 			"over-permits": {0x9a, 1, 0xa1, 'l', 0xa1, 'r', 1, 0, 0xce, 0x01, 0x00, 0x00, 0x01, 1, 0, 0, 0},
 		}
 	case TypeDescribeReply:
-		head := []byte{0x94, 1, 1}
+		head := []byte{0x97, 1, 1}
+		tail := []byte{0, mpTrue, 0, 0} // omitted, value valid, seq, len
 		return map[string][]byte{
 			"bomb-locks":             cat(head, bomb),
 			"bomb-locks-1-byte-each": cat(head, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
-			"locks-with-retry":       {0x94, 1, 3, 0x91, 0x9a, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-			"out-of-queue-order":     {0x94, 1, 1, 0x92, 0x9a, 1, 1, 0, 3, 0, 0, 0, 0, 0, 0, 0x9a, 1, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+			"locks-with-retry":       cat([]byte{0x97, 1, 3, 0x91, 0x9b, 0xa1, 'a', 1, 0, 1, 0, 0, 0, 0, 0, 0, 0}, tail),
+			"out-of-queue-order":     cat([]byte{0x97, 1, 1, 0x92, 0x9b, 0xa1, 'a', 1, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0x9b, 0xa1, 'b', 2, 0, 1, 0, 0, 0, 0, 0, 0, 0}, tail),
+			"negative-ttl":           cat([]byte{0x97, 1, 1, 0x91, 0x9b, 0xa1, 'a', 1, 0, 1, 0, 0, 0, 0, 0, 0, 0xff}, tail),
+			"no-node-name":           cat([]byte{0x97, 1, 1, 0x91, 0x9b, 0xa0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0}, tail),
 		}
 	case TypeDeadlockConfirm:
 		head := []byte{0x92, 1}

@@ -61,6 +61,9 @@ func invalidSemaphoreMessages() []struct {
 		{"describe reply permits in a mode", reply(func(m *DescribeReply) { m.Locks[1].Granted = modes.EX })},
 		{"describe reply negative wait", reply(func(m *DescribeReply) { m.Locks[2].Waited = -1 })},
 		{"describe reply lock 0", reply(func(m *DescribeReply) { m.Locks[0].Lock = 0 })},
+		{"describe reply negative ttl", reply(func(m *DescribeReply) { m.Locks[0].TTL = -1 })},
+		{"describe reply no node", reply(func(m *DescribeReply) { m.Locks[1].Node = "" })},
+		{"describe reply long node", reply(func(m *DescribeReply) { m.Locks[1].Node += "n" })},
 	}
 }
 
