@@ -130,7 +130,6 @@ type libDeadlockConfirmed struct {
 }
 
 type libSemaphoreRequest struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Epoch     uint64
 	Lockspace string
 	Resource  string
@@ -144,7 +143,6 @@ type libSemaphoreRequest struct {
 }
 
 type libReportedPermit struct {
-	_msgpack struct{} `msgpack:",as_array"`
 	Resource string
 	Lock     uint64
 	Owner    uint64
@@ -156,14 +154,12 @@ type libReportedPermit struct {
 }
 
 type libPermitReport struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Epoch     uint64
 	Lockspace string
 	Permits   []libReportedPermit
 }
 
 type libDescribedLock struct {
-	_msgpack  struct{} `msgpack:",as_array"`
 	Node      string
 	Lock      uint64
 	Owner     uint64
@@ -178,7 +174,6 @@ type libDescribedLock struct {
 }
 
 type libDescribeReply struct {
-	_msgpack   struct{} `msgpack:",as_array"`
 	Epoch      uint64
 	Status     uint8
 	Locks      []libDescribedLock
