@@ -23,8 +23,29 @@
 //
 // TryLock fails at once (ErrNotQueued) instead of waiting; a context ends a
 // wait (ErrCancelled or ErrTimeout, which also match the context's error).
-// Owners group the locks of one transaction, optionally reentrant; Mutex is
-// a sync.Locker; Election is leader election on one lock.
+// A request made while this node has no quorum waits for quorum to return,
+// as one to an unreachable master waits for the master (FailFast fails at
+// once with ErrNoQuorum instead). Owners group the locks of one
+// transaction, optionally reentrant; Election is leader election on one
+// lock.
+//
+// # What else is built on the locks
+//
+//   - Lock.Context: a context cancelled the moment the lock is lost or
+//     unlocked, to run the protected work under.
+//   - Semaphore: a counting semaphore of N permits, FIFO across nodes with
+//     no barging, a fencing token per acquisition, mastered and recovered
+//     like any resource (its permit count comes with every request).
+//   - RWMutex: a reader/writer lock over PR and EX, shaped like
+//     sync.RWMutex, with Upgrade (PR→EX in place; two upgraders at once
+//     is a conversion deadlock, and one fails with ErrDeadlock) and
+//     Downgrade (EX→PR in place). Mutex is a sync.Locker over EX, with
+//     LockContext.
+//   - Lockspace.LockAll: several locks, all or none, taken in one order by
+//     resource name so that LockAll calls never deadlock each other.
+//   - Lockspace.Describe: the granted, converting and waiting locks of a
+//     resource, from its master: mode, node, owner, token, how long each
+//     request has waited.
 //
 // Package dlm/dlmtest starts a cluster inside one process, on an in-process
 // network (inside testing/synctest, on fake time) or on loopback TCP, for
@@ -74,14 +95,37 @@
 // # Fencing tokens
 //
 // Lock.Token is a uint64 that strictly increases for every grant or
-// up-conversion of a resource, across recoveries and across a restart of
-// the whole cluster. A store that remembers the highest token it has
-// accepted and refuses lower ones is safe against a holder that paused
-// past the end of its lock (a GC pause, a partition): the lock manager
-// cannot stop a paused process from acting, but the store can refuse it.
-// Tokens are partly time-based, so the nodes' wall clocks must agree to
-// better than a recovery's lock-delay (over a second); no data directory
-// is needed.
+// up-conversion of a resource (and Permit.Token for every acquisition of a
+// semaphore), across recoveries and across a restart of the whole
+// cluster. A store that remembers the highest token it has accepted and
+// refuses lower ones is safe against a holder that paused past the end of
+// its lock (a GC pause, a partition): the lock manager cannot stop a
+// paused process from acting, but the store can refuse it.
+//
+// Tokens stay below 2^53, so a JSON decoder into float64, JavaScript and
+// Redis Lua compare them exactly. Each lock table (one per shard of a
+// lockspace on a node) starts its tokens, when it is made (at the node's
+// start and at every recovery), at the number of half-microseconds since
+// 2000-01-01 UTC or above the highest token issued before, whichever is
+// higher, and counts up by one per grant. Hence:
+//
+//   - the bound: a token is below 2^53 until the year 2142 as long as no
+//     table issues more than two million tokens a second on average since
+//     it was made; at 100,000 grants a second (on one resource, or on all
+//     of a table's together), a table made at any time in the next fifty
+//     years stays below 2^53 for fifty years of uptime;
+//   - across recoveries, tokens increase because the survivors report the
+//     highest token their tables issued to the new masters;
+//   - across a restart of the whole cluster (nothing survives), tokens
+//     increase provided the nodes' wall clocks agree to better than the
+//     time between the last grant before the restart and the first after
+//     it (a restart takes seconds), and no table issued more than two
+//     million tokens a second on average since it was made (one that does
+//     runs its counter ahead of the clock by the excess, and a restart
+//     must come that much later). No data directory is needed.
+//
+// Token is the same number as a type that marshals to JSON as a decimal
+// string, for stores that take no chances with numbers.
 //
 // # TTL and Lost
 //
@@ -139,20 +183,21 @@
 // The nodes agree on views (membership epochs) and each node keeps a quorum
 // lease: it serves only while a majority of Members acknowledged it
 // recently. A node that loses its lease (a partition's minority side, a
-// node that was paused) stops granting, fails its waiting requests with
-// ErrNoQuorum and reports its locks lost (Lost closes). A view change
+// node that was paused) stops granting, ends its waiting requests with
+// ErrNoQuorum (a new request made without FailFast is made again once
+// quorum is back) and reports its locks lost (Lost closes). A view change
 // moves only the resources whose master changes (a leaving node's share,
 // or a joining node's): their holders report them to the new master, which
 // rebuilds them, and calls on them wait for the recovery; every other
 // resource keeps its table and is served throughout. A removed node's
-// locks go to others only after the lock-delay, when its lease has
-// certainly run out: with the default timing a crashed node's locks are
-// free again about 1.8 to 2.2 s after it stopped; only what waits behind
-// them waits that long. A broken connection between two members loses
-// nothing (the next one resends it); a request whose master cannot be
-// reached waits (within its context) and is sent again, or is carried by
-// the recovery. A reported lock its new master cannot restore is lost, and
-// its holder is told (Lost closes).
+// locks and permits go to others only after the lock-delay, when its lease
+// has certainly run out: with the default timing a crashed node's locks
+// are free again about 1.8 to 2.2 s after it stopped; only what waits
+// behind them waits that long. A broken connection between two members
+// loses nothing (the next one resends it); a request whose master cannot
+// be reached waits (within its context) and is sent again, or is carried
+// by the recovery. A reported lock its new master cannot restore is lost,
+// and its holder is told (Lost closes).
 //
 // The protocol, its timing and what it assumes are in
 // docs/design/recovery.md in the repository.
@@ -164,10 +209,15 @@
 // the time to a grant by mode and by whether the master was local;
 // dlm_blocking_notifications_total; dlm_deadlocks_total by kind;
 // dlm_limit_rejections_total by limit; dlm_cache_acquires_total by
-// result; dlm_locks_lost_total; dlm_client_locks; dlm_mastered_resources and
-// dlm_mastered_locks per lockspace; dlm_recovery_locks_rebuilt_total,
-// dlm_recovery_locks_purged_total, dlm_recovery_locks_lost_total and
-// dlm_recovery_moving_buckets), the recovery package's (dlm_epoch,
+// result; dlm_locks_lost_total; dlm_lock_held_seconds, the time from a
+// grant to the unlock or the loss, by mode, and dlm_permits_held_seconds
+// for semaphore permits; dlm_lock_contended_total, the requests this node's
+// tables could not grant at once and queued, by lockspace;
+// dlm_permit_requests_total by operation and result; dlm_client_locks;
+// dlm_mastered_resources and dlm_mastered_locks per lockspace;
+// dlm_recovery_locks_rebuilt_total, dlm_recovery_locks_purged_total,
+// dlm_recovery_locks_lost_total and dlm_recovery_moving_buckets), the
+// recovery package's (dlm_epoch,
 // dlm_quorum, dlm_recoveries_total, dlm_recovery_phase_seconds by phase,
 // dlm_evictions_total, dlm_view_proposals_total, dlm_resyncs_requested_total)
 // and the transport's (dlm_transport_* and dlm_membership_*).

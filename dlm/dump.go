@@ -35,14 +35,21 @@ type LockDump struct {
 // ResourceDump is one resource at its master: its value block and its
 // queues, each in queue order.
 type ResourceDump struct {
-	Lockspace  string     `json:"lockspace"`
-	Name       string     `json:"name"`
-	Master     string     `json:"master"`
-	Epoch      uint64     `json:"epoch"`
-	Value      ValueBlock `json:"value"`
+	Lockspace string     `json:"lockspace"`
+	Name      string     `json:"name"`
+	Master    string     `json:"master"`
+	Epoch     uint64     `json:"epoch"`
+	Value     ValueBlock `json:"value"`
+	// Permits is, for a semaphore (Lockspace.Semaphore), its number of
+	// permits; 0 for a resource locked in modes.
+	Permits    int        `json:"permits,omitempty"`
 	Granted    []LockInfo `json:"granted"`
 	Converting []LockInfo `json:"converting"`
 	Waiting    []LockInfo `json:"waiting"`
+	// Omitted counts the locks left out of a very long queue, from the end
+	// of the waiting queue (Describe carries at most wire.Limits.MaxReport;
+	// Dump leaves none out).
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // ValueBlock describes a resource's lock value block (its bytes are not
@@ -71,6 +78,9 @@ type LockInfo struct {
 	// Token is the fencing token of the lock's latest grant (0 while it
 	// waits for its first).
 	Token uint64 `json:"token"`
+	// Permits is, on a semaphore, the permits the lock holds or asks for
+	// (its Mode and Requested are NL).
+	Permits int `json:"permits,omitempty"`
 	// Wait is how long a queued request or conversion has waited.
 	Wait time.Duration `json:"wait_ns,omitempty"`
 	// TTL is how long a lock with a TTL has left before its master
@@ -138,8 +148,9 @@ func (ls *Lockspace) Dump(resource string) (ResourceDump, bool) {
 	for _, l := range rs.Locks {
 		li := LockInfo{
 			ID: l.Lock.ID, Node: vw.nodeName(l.Lock.Node), Owner: uint64(l.Owner),
-			Mode: l.Granted, Requested: l.Requested, Token: l.Token,
+			Mode: l.Granted, Requested: l.Requested, Token: l.Token, Permits: int(l.Count),
 		}
+		rd.Permits = max(rd.Permits, int(l.Permits))
 		if l.Queue != master.QueueGranted && now > l.Since {
 			li.Wait = tickDuration(now - l.Since)
 		}

@@ -27,7 +27,9 @@ var (
 	// it protected may now be held by someone else; fencing tokens tell.
 	ErrLockLost = errors.New("dlm: lock lost")
 	// ErrNoQuorum: this node cannot reach a majority of the cluster, so it
-	// grants nothing and reports held locks lost.
+	// grants nothing and reports held locks lost. A new request waits for
+	// quorum to return; it gets ErrNoQuorum with FailFast, or together with
+	// ErrTimeout or ErrCancelled when its context ends first.
 	ErrNoQuorum = errors.New("dlm: no quorum")
 	// ErrClosed: the node, or the lock, has been closed or released.
 	ErrClosed = errors.New("dlm: closed")
@@ -59,6 +61,13 @@ var (
 	// ErrCancelled: the request was cancelled. It also matches
 	// context.Canceled when the context was cancelled.
 	ErrCancelled = errors.New("dlm: cancelled")
+	// ErrWrongKind: a lock was asked for on a resource that is a semaphore
+	// (permits are held on it), or permits on a resource that has locks: a
+	// name is one or the other while it is in use.
+	ErrWrongKind = errors.New("dlm: resource is of another kind")
+	// ErrPermitsMismatch: permits were asked for with another number of
+	// permits than the semaphore has while it is in use.
+	ErrPermitsMismatch = errors.New("dlm: semaphore has another number of permits")
 )
 
 // fromMaster turns an error of the lock table into the public error.
@@ -91,6 +100,12 @@ func fromMaster(err error) error {
 		pub = ErrNotHeld
 	case errors.Is(err, master.ErrConvertPending):
 		pub = ErrBusy
+	case errors.Is(err, master.ErrKind):
+		pub = ErrWrongKind
+	case errors.Is(err, master.ErrPermitsMismatch):
+		pub = ErrPermitsMismatch
+	case errors.Is(err, master.ErrInvalidPermits):
+		pub = ErrInvalidArgument
 	default:
 		return fmt.Errorf("dlm: %w", err)
 	}
@@ -109,6 +124,7 @@ var masterSentinels = []error{
 	master.ErrInvalidFlags, master.ErrReleased, master.ErrUnknownLock,
 	master.ErrNotGranted, master.ErrConvertPending, master.ErrLockExists,
 	master.ErrNotOwner, master.ErrIncompatible,
+	master.ErrKind, master.ErrPermitsMismatch, master.ErrInvalidPermits,
 }
 
 // remoteError rebuilds the public error from the text a master sent.

@@ -19,7 +19,8 @@ import (
 //	joined      a recovery completed here since the node started (or since
 //	            it last dropped its lock state): until then operations wait
 //	noQuorum    the lease is lost (or the node was evicted): operations fail
-//	            with ErrNoQuorum at once
+//	            with ErrNoQuorum at once, except new requests, which wait
+//	            for quorum to return unless FailFast (quorum_wait.go)
 //	closed      Close was called: operations fail with ErrClosed
 type gate struct {
 	serving atomic.Bool // the fast path's one load
@@ -29,6 +30,7 @@ type gate struct {
 	noQuorum bool
 	closed   bool
 	joinedCh chan struct{} // closed when joined becomes true
+	changed  chan struct{} // closed (and replaced) at every change of state
 
 	epoch atomic.Uint64 // epoch lock messages carry: the view installed last
 }
@@ -41,6 +43,10 @@ func (g *gate) init() {
 
 func (g *gate) updateLocked() {
 	g.serving.Store(g.joined && !g.noQuorum && !g.closed)
+	if g.changed != nil {
+		close(g.changed)
+	}
+	g.changed = make(chan struct{})
 }
 
 func (g *gate) close() {

@@ -18,11 +18,14 @@ func (n *Node) handle(in transport.Inbound) {
 		return
 	}
 	switch m := in.Msg.(type) {
-	case *wire.LockReport, *wire.MasterReport:
+	case *wire.LockReport, *wire.MasterReport, *wire.PermitReport:
 		n.onReport(in)
 		return
 	case *wire.Mastery:
 		n.onMastery(in, m)
+		return
+	case *wire.DescribeRequest:
+		n.onDescribe(in, m)
 		return
 	case *wire.Completion:
 		n.onCompletion(m)
@@ -51,6 +54,8 @@ func (n *Node) handleRequest(in transport.Inbound, replay bool) {
 	switch m := in.Msg.(type) {
 	case *wire.LockRequest:
 		ls, h = n.target(m.Lockspace, m.Resource)
+	case *wire.SemaphoreRequest:
+		ls, h = n.target(m.Lockspace, m.Resource)
 	case *wire.ConvertRequest:
 		ls, h = n.target(m.Lockspace, m.Resource)
 	case *wire.UnlockRequest:
@@ -70,6 +75,8 @@ func (n *Node) handleRequest(in transport.Inbound, replay bool) {
 	switch m := in.Msg.(type) {
 	case *wire.LockRequest:
 		n.onLockRequest(from, m, ls, h)
+	case *wire.SemaphoreRequest:
+		n.onSemaphoreRequest(from, m, ls, h)
 	case *wire.ConvertRequest:
 		n.onConvertRequest(from, m, ls, h)
 	case *wire.UnlockRequest:
@@ -146,6 +153,9 @@ func (n *Node) admit(in transport.Inbound, h uint64, replay bool) *member {
 	case *wire.LockRequest:
 		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
 		return nil
+	case *wire.SemaphoreRequest:
+		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
+		return nil
 	case *wire.ConvertRequest:
 		n.refuseNoQuorum(in.From, m.Lockspace, m.Lock)
 		return nil
@@ -181,6 +191,8 @@ func requestEpoch(m wire.Message) uint64 {
 	switch m := m.(type) {
 	case *wire.LockRequest:
 		return m.Epoch
+	case *wire.SemaphoreRequest:
+		return m.Epoch
 	case *wire.ConvertRequest:
 		return m.Epoch
 	case *wire.UnlockRequest:
@@ -210,21 +222,28 @@ func (n *Node) masters(ls *Lockspace, resource string, h uint64) bool {
 }
 
 func (n *Node) onLockRequest(from *member, m *wire.LockRequest, ls *Lockspace, h uint64) {
-	if !n.masters(ls, m.Resource, h) {
+	n.masterRequest(from, ls, h, m.Lock, master.Request{
+		Resource: m.Resource, Lock: master.LockID{Node: from.id, ID: m.Lock}, Owner: master.OwnerID(m.Owner),
+		Mode: m.Mode, Flags: master.Flags(m.Flags), Timeout: ticks(time.Duration(m.Timeout)), TTL: ticks(time.Duration(m.TTL)),
+	})
+}
+
+// masterRequest runs another node's new request on the table of its
+// resource (hash h) and answers it if it ended at once (granted or
+// refused); a queued one is answered when it ends.
+func (n *Node) masterRequest(from *member, ls *Lockspace, h uint64, lock uint64, req master.Request) {
+	if !n.masters(ls, req.Resource, h) {
 		return
 	}
 	sh := ls.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	res, err := ls.tableRequest(sh, master.Request{
-		Resource: m.Resource, Lock: master.LockID{Node: from.id, ID: m.Lock}, Owner: master.OwnerID(m.Owner),
-		Mode: m.Mode, Flags: master.Flags(m.Flags), Timeout: ticks(time.Duration(m.Timeout)), TTL: ticks(time.Duration(m.TTL)),
-	})
+	res, err := ls.tableRequest(sh, req)
 	if errors.Is(err, master.ErrLockExists) {
 		return // a request that a recovery report already restored
 	}
 	if err != nil || res.Status == master.Granted {
-		ls.reply(sh, from, m.Lock, res, err)
+		ls.reply(sh, from, lock, res, err)
 	}
 }
 

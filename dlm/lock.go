@@ -34,20 +34,22 @@ type Lock struct {
 	hash     uint64 // resource hash: picks the shard and, per view, the master
 	onBlock  func(modes.Mode)
 	ttl      time.Duration
-	started  time.Time // when the in-flight operation started, for metrics
+	started  time.Duration // when the in-flight operation started (Node.sinceStart), for metrics
 
 	// Guarded by sh.mu.
+	// (The one-byte fields sit together: a Lock must stay in its size
+	// class, see TestLockSize.)
 	state    lockState
 	mode     modes.Mode // granted mode
 	want     modes.Mode // mode asked for by the operation in flight
-	token    uint64
 	demoted  bool
+	valueOK  bool
+	valueOp  wire.LVBOp
+	token    uint64
 	value    []byte // this holder's copy of the value block
 	valueSeq uint64
-	valueOK  bool
 	newValue []byte // set by SetValue, written back on down-convert or unlock
-	valueOp  wire.LVBOp
-	opErr    error // outcome of the operation in flight
+	opErr    error  // outcome of the operation in flight
 	// done is signalled when the operation in flight ends. The waiter
 	// makes it only when it has to block (wait): a remote answer read by
 	// the waiting goroutine itself needs none, which spares a remote
@@ -85,6 +87,43 @@ type Lock struct {
 	reportedAt uint64
 	lease      *time.Timer
 	leaseEnds  time.Time
+	// heldSince is when the lock was first granted (Node.sinceStart, 0:
+	// not granted, or the hold already observed), for
+	// dlm_lock_held_seconds.
+	heldSince atomic.Int64
+	// ext is what few locks need (nil for most): the contexts of
+	// Lock.Context, the permits of a lock on a semaphore.
+	ext atomic.Pointer[lockExt]
+}
+
+// lockExt is what only some locks need, kept out of Lock so that a lock
+// stays in its allocation size class. A lock on a semaphore has one from
+// the start; Lock.Context gives one to any other lock, under sh.mu.
+type lockExt struct {
+	// ctxs are the contexts of Lock.Context, cancelled when the lock is
+	// lost or leaves this node's books (lock_context.go). Guarded by sh.mu.
+	ctxs map[*lockContext]struct{}
+	// permits and count make the lock hold count permits of a semaphore of
+	// permits (semaphore.go); zero for a lock in a mode. Fixed when the
+	// lock is made.
+	permits, count uint32
+}
+
+// semCount returns the permits a semaphore lock holds or asks for, 0 for a
+// lock in a mode.
+func (lk *Lock) semCount() uint32 {
+	if e := lk.ext.Load(); e != nil {
+		return e.count
+	}
+	return 0
+}
+
+// semPermits returns the permits of a semaphore lock's semaphore.
+func (lk *Lock) semPermits() uint32 {
+	if e := lk.ext.Load(); e != nil {
+		return e.permits
+	}
+	return 0
 }
 
 // masterName is the node that masters the lock's resource in the current

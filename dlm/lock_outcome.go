@@ -93,6 +93,8 @@ func (lk *Lock) forgetLocked(sh *shard) {
 		delete(sh.locks, lk.id)
 		lk.ls.node.nlocks.Add(-1)
 	}
+	lk.observeHeld()
+	lk.cancelContexts(errUnlocked)
 	lk.state = stReleased
 	if lk.lease != nil {
 		lk.lease.Stop()
@@ -133,6 +135,8 @@ func (lk *Lock) loseLocked(why error) {
 		lk.lost = make(chan struct{})
 	}
 	close(lk.lost)
+	lk.observeHeld()
+	lk.cancelContexts(why)
 	lk.ls.node.met.lost.Inc()
 }
 

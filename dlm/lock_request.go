@@ -13,13 +13,16 @@ import (
 
 // Lock acquires a lock on resource in mode, waiting as long as ctx allows.
 // A cancelled or expired ctx withdraws the request (ErrCancelled or
-// ErrTimeout, matching ctx's error too).
+// ErrTimeout, matching ctx's error too). While this node has no quorum the
+// request waits for it to return (a ctx that ends then gives an error that
+// matches ErrNoQuorum too); FailFast fails at once with ErrNoQuorum.
 func (ls *Lockspace) Lock(ctx context.Context, resource string, mode modes.Mode, opts ...LockOption) (*Lock, error) {
 	return ls.acquire(ctx, resource, mode, buildOpts(opts))
 }
 
 // TryLock acquires the lock only if it can be granted at once; otherwise it
-// fails with ErrNotQueued and leaves nothing behind.
+// fails with ErrNotQueued and leaves nothing behind. Like Lock, it waits
+// (within ctx) for this node to have quorum, unless FailFast is given.
 func (ls *Lockspace) TryLock(ctx context.Context, resource string, mode modes.Mode, opts ...LockOption) (*Lock, error) {
 	o := buildOpts(opts)
 	o.noQueue = true
@@ -43,7 +46,7 @@ func (ls *Lockspace) acquire(ctx context.Context, resource string, mode modes.Mo
 	if o.owner != nil && o.owner.reentrant {
 		return o.owner.acquire(ctx, ls, resource, mode, o)
 	}
-	lk, err := ls.acquireNew(ctx, resource, mode, o)
+	lk, err := ls.acquireRetrying(ctx, resource, mode, o)
 	ls.node.met.count(opLock, mode, err)
 	return lk, err
 }
@@ -64,8 +67,11 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	sh := ls.shardOf(h)
 	lk := &Lock{
 		ls: ls, sh: sh, id: n.newLockID(sh, h), resource: resource, owner: o.owner,
-		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: time.Now(),
+		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: n.sinceStart(),
 		state: stWaiting, want: mode, noQueue: o.noQueue,
+	}
+	if o.count > 0 {
+		lk.ext.Store(&lockExt{permits: o.permits, count: o.count})
 	}
 	if o.owner != nil {
 		lk.ownerID = o.owner.id
@@ -114,6 +120,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 		res, err := lk.ls.tableRequest(lk.sh, master.Request{
 			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
 			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.ttl),
+			Permits: lk.semPermits(), Count: lk.semCount(),
 		})
 		if err != nil {
 			return fromMaster(err)
@@ -160,7 +167,9 @@ func (lk *Lock) sendPending(p *pendingReq) {
 		}
 	}
 	var m wire.Message
-	if p.convert {
+	if lk.semCount() > 0 {
+		m = lk.semaphoreRequest(p.flags, timeout)
+	} else if p.convert {
 		sh.conv = wire.ConvertRequest{
 			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
 			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags), Timeout: int64(timeout),
@@ -291,7 +300,7 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	}
 	op, val := lk.valueToWrite(lk.mode, mode)
 	lk.keepWrittenValue(op, val)
-	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, time.Now(), o.noQueue
+	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, lk.ls.node.sinceStart(), o.noQueue
 	lk.beginOp()
 	timeout := deadlineOf(ctx)
 	var err error

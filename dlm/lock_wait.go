@@ -66,7 +66,31 @@ func (lk *Lock) observeGrant(mode modes.Mode) {
 	if !lk.local() {
 		remote = 1
 	}
-	lk.ls.node.met.wait[remote][mode].Observe(time.Since(lk.started).Seconds())
+	n := lk.ls.node
+	now := n.sinceStart()
+	if lk.semCount() == 0 { // permits are not a mode's wait
+		n.met.wait[remote][mode].Observe((now - lk.started).Seconds())
+	}
+	lk.heldSince.CompareAndSwap(0, int64(now)|1)
+}
+
+// sinceStart is the node's monotonic clock: the time since it started.
+func (n *Node) sinceStart() time.Duration { return time.Since(n.start) }
+
+// observeHeld records, once per grant, how long the lock was held: it is
+// being unlocked or was lost. Caller holds sh.mu.
+func (lk *Lock) observeHeld() {
+	since := lk.heldSince.Swap(0)
+	if since == 0 {
+		return
+	}
+	n := lk.ls.node
+	d := (n.sinceStart() - time.Duration(since)).Seconds()
+	if lk.semCount() > 0 {
+		n.met.heldPermits.Observe(d)
+	} else if lk.mode.Valid() {
+		n.met.held[lk.mode].Observe(d)
+	}
 }
 
 // withdraw cancels the operation in flight because the caller stopped

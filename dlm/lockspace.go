@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/modes"
@@ -22,6 +23,7 @@ type Lockspace struct {
 	seed      uint64 // mixed into resource hashes
 	shards    []*shard
 	shardBits int
+	contended prometheus.Counter // dlm_lock_contended_total of this lockspace
 }
 
 // A shard is one slice of a lockspace, chosen by resource hash: the lock
@@ -56,7 +58,7 @@ type shard struct {
 }
 
 func newLockspace(n *Node, name string, cfg LockspaceConfig) *Lockspace {
-	ls := &Lockspace{node: n, name: name, cfg: cfg, seed: xxhash.Sum64String(name)}
+	ls := &Lockspace{node: n, name: name, cfg: cfg, seed: xxhash.Sum64String(name), contended: n.met.contended.WithLabelValues(name)}
 	ls.shardBits = bits.TrailingZeros(uint(n.cfg.Shards))
 	for i := range n.cfg.Shards {
 		t := master.New(cfg.tableConfig())
@@ -107,6 +109,9 @@ func bucketOfLock(id uint64) int { return int(id>>8) & (numBuckets - 1) }
 func (ls *Lockspace) tableRequest(sh *shard, req master.Request) (master.Result, error) {
 	sh.table.Tick(ls.node.now())
 	res, err := sh.table.Request(req)
+	if err == nil && res.Status == master.Queued {
+		ls.contended.Inc()
+	}
 	ls.deliver(sh)
 	return res, err
 }
@@ -120,6 +125,9 @@ func (ls *Lockspace) tableConvert(sh *shard, c master.Convert) (master.Result, e
 	if res.Demoted || errors.Is(err, master.ErrDeadlock) {
 		ls.node.met.deadlocks[deadlockConversion].Inc()
 		ls.noteConversionDeadlock(sh, c.Lock, res.Demoted, err)
+	}
+	if err == nil && res.Status == master.Queued {
+		ls.contended.Inc()
 	}
 	ls.deliver(sh)
 	return res, err

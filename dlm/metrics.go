@@ -19,6 +19,15 @@ const (
 
 var opNames = [opCount]string{"lock", "convert", "unlock"}
 
+// Operations on semaphores, counted by dlm_permit_requests_total.
+const (
+	opAcquire = iota
+	opRelease
+	permitOps
+)
+
+var permitOpNames = [permitOps]string{"acquire", "release"}
+
 // Results counted by dlm_requests_total.
 const (
 	resOK = iota
@@ -95,6 +104,16 @@ type metrics struct {
 	deadlocks [deadlockKinds]prometheus.Counter
 
 	cache [cacheResults]prometheus.Counter // Cache.Acquire outcomes
+
+	permits [permitOps][resCount]prometheus.Counter // semaphore operations
+	// held observes how long this node's locks were held, by mode, from
+	// the grant to the unlock or the loss; heldPermits the same for
+	// semaphore permits.
+	held        [modes.Count]prometheus.Observer
+	heldPermits prometheus.Observer
+	// contended counts, per lockspace, the requests and conversions this
+	// node's tables queued because they could not be granted at once.
+	contended *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) (*metrics, error) {
@@ -139,10 +158,34 @@ func newMetrics(n *Node) (*metrics, error) {
 	m.moving = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dlm_recovery_moving_buckets", Help: "Buckets (of 4096) the recovery under way rebuilds at new masters: operations on them wait for its end; 0 between recoveries.",
 	})
-	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	clientLocks := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "dlm_client_locks", Help: "Locks this node holds or waits for.",
 	}, func() float64 { return float64(n.nlocks.Load()) })
 	mastered := newTableCollector(n)
+	permits := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_permit_requests_total", Help: "Semaphore operations by operation (acquire, release) and result.",
+	}, []string{"op", "result"})
+	for op := range permitOps {
+		for r := range resCount {
+			m.permits[op][r] = permits.WithLabelValues(permitOpNames[op], resNames[r])
+		}
+	}
+	heldBuckets := prometheus.ExponentialBuckets(1e-6, 4, 16)
+	held := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "dlm_lock_held_seconds", Help: "Time this node's locks were held, from the grant to the unlock or the loss, by mode (the mode at the end).",
+		Buckets: heldBuckets,
+	}, []string{"mode"})
+	for _, md := range modes.All() {
+		m.held[md] = held.WithLabelValues(md.String())
+	}
+	heldPermits := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "dlm_permits_held_seconds", Help: "Time this node held semaphore permits, from the grant to the release or the loss.",
+		Buckets: heldBuckets,
+	})
+	m.heldPermits = heldPermits
+	m.contended = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_lock_contended_total", Help: "Requests and conversions (and semaphore requests) that this node's tables, as their master, could not grant at once and queued, by lockspace.",
+	}, []string{"lockspace"})
 	for op := range opCount {
 		for _, md := range modes.All() {
 			for r := range resCount {
@@ -155,7 +198,8 @@ func newMetrics(n *Node) (*metrics, error) {
 		m.wait[1][md] = wait.WithLabelValues(md.String(), "remote")
 	}
 	var err error
-	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, cache, m.limits, m.lost, m.rebuilt, m.purged, m.lostInRecovery, m.moving, held, mastered); err != nil {
+	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, cache, m.limits, m.lost, m.rebuilt, m.purged, m.lostInRecovery, m.moving, clientLocks, mastered,
+		permits, held, heldPermits, m.contended); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -166,6 +210,8 @@ func (m *metrics) count(op int, mode modes.Mode, err error) {
 		m.requests[op][mode][resultOf(err)].Inc()
 	}
 }
+
+func (m *metrics) countPermits(op int, err error) { m.permits[op][resultOf(err)].Inc() }
 
 // tableCollector reports, on each scrape, the resources and locks this node
 // masters, by queue.

@@ -80,6 +80,7 @@ type nemesis struct {
 	clients  map[int][]int // node → its current clients
 	caches   map[*Lockspace]*Cache
 	starts   int // restarts so far
+	permits  int // > 0: clients take permits of a semaphore this size (nemesis_semaphore_test.go)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	values   atomic.Int64
@@ -91,6 +92,8 @@ type nemesisOpts struct {
 	clientsPerNode int
 	noLockDelay    bool
 	run            time.Duration // workload time before the final heal
+	permits        int           // > 0: a semaphore of this many permits instead of locks
+	seeds          int           // > 0: run this many seeds, not nemesisSeeds()
 }
 
 // runNemesis runs one seeded scenario and returns the check result; it
@@ -107,7 +110,10 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 			t: t, c: c, h: check.NewHistory(time.Now), rng: rand.New(rand.NewPCG(seed, 0x6e656d65)),
 			store: &fencedStore{highest: map[string]uint64{}}, resources: []string{"hot-a", "hot-b", "hot-c"},
 			dead: map[int]bool{}, pause: map[int]bool{}, progress: map[int]time.Time{}, stop: make(chan struct{}),
-			clients: map[int][]int{}, caches: map[*Lockspace]*Cache{},
+			clients: map[int][]int{}, caches: map[*Lockspace]*Cache{}, permits: o.permits,
+		}
+		if o.permits > 0 {
+			n.resources = []string{semaphoreNemesisName}
 		}
 		for node := range o.nodes {
 			if node >= started {
@@ -209,7 +215,11 @@ func (n *nemesis) startClient(id, node int, seed uint64) {
 			if n.isDead(node) || n.node(node) == nil {
 				return
 			}
-			n.cycle(id, name, node, ls, rng, watch)
+			if n.permits > 0 {
+				n.permitCycle(id, name, node, ls, rng, watch)
+			} else {
+				n.cycle(id, name, node, ls, rng, watch)
+			}
 		}
 	}()
 }
@@ -403,8 +413,11 @@ func defaultNemesis() nemesisOpts {
 // nemesisTest runs a fault over nemesisSeeds() seeds and requires every run
 // to be safe and live.
 func nemesisTest(t *testing.T, o nemesisOpts, fault func(n *nemesis, seed uint64)) {
-	first := nemesisFirstSeed()
-	for s := range nemesisSeeds() {
+	first, seeds := nemesisFirstSeed(), nemesisSeeds()
+	if o.seeds > 0 {
+		seeds = o.seeds
+	}
+	for s := range seeds {
 		seed := first + uint64(s)
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			res := runNemesis(t, seed, o, func(n *nemesis) { fault(n, seed) })
@@ -419,6 +432,9 @@ func nemesisTest(t *testing.T, o nemesisOpts, fault func(n *nemesis, seed uint64
 // holderOf returns the node index of a client that holds a writer lock now,
 // by looking at the masters' dumps; -1 if none.
 func (n *nemesis) holderNode() int {
+	if n.permits > 0 {
+		return n.permitHolderNode()
+	}
 	for i := range n.c.nodes {
 		nd := n.node(i)
 		if nd == nil {
@@ -496,12 +512,18 @@ func TestNemesisPauseHolderBeyondLease(t *testing.T) {
 // TestControlWithoutLockDelayIsCaught proves the checker can fail: with the
 // lock-delay switched off, a paused holder's locks go to others while it
 // still believes it holds them, and some seed must show it.
-func TestControlWithoutLockDelayIsCaught(t *testing.T) {
-	o := defaultNemesis()
+func TestControlWithoutLockDelayIsCaught(t *testing.T) { controlTest(t, defaultNemesis()) }
+
+// controlTest runs the pause scenario with the lock-delay off over the
+// seeds of o, and requires some run to be reported unsafe.
+func controlTest(t *testing.T, o nemesisOpts) {
 	o.noLockDelay = true
 	caught := 0
-	first := nemesisFirstSeed()
-	for s := range nemesisSeeds() {
+	first, seeds := nemesisFirstSeed(), nemesisSeeds()
+	if o.seeds > 0 {
+		seeds = o.seeds
+	}
+	for s := range seeds {
 		seed := first + uint64(s)
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			res := runNemesis(t, seed, o, func(n *nemesis) { n.pauseHolder(seed) })
@@ -514,7 +536,7 @@ func TestControlWithoutLockDelayIsCaught(t *testing.T) {
 	if caught == 0 {
 		t.Fatal("no run without the lock-delay was reported unsafe: the checker cannot fail")
 	}
-	t.Logf("%d of %d runs without the lock-delay were caught", caught, nemesisSeeds())
+	t.Logf("%d of %d runs without the lock-delay were caught", caught, seeds)
 }
 
 func TestNemesisPartitionMinority(t *testing.T) {

@@ -17,6 +17,10 @@ type lockOpts struct {
 	ttl        time.Duration
 	flags      master.Flags
 	noQueue    bool
+	failFast   bool // FailFast: no waiting for quorum
+	// permits and count make the request one for count permits of a
+	// semaphore of permits (Semaphore.Acquire); zero for a lock.
+	permits, count uint32
 }
 
 // WithOwner makes the lock part of an owner: a transaction or process whose

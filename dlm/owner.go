@@ -85,7 +85,7 @@ func (o *Owner) acquire(ctx context.Context, ls *Lockspace, resource string, mod
 		lk.refs++
 		return lk, nil
 	}
-	lk, err := ls.acquireNew(ctx, resource, mode, opts)
+	lk, err := ls.acquireRetrying(ctx, resource, mode, opts)
 	ls.node.met.count(opLock, mode, err)
 	if err != nil {
 		return nil, err

@@ -167,21 +167,6 @@ func (n *Node) makeView(v recovery.View) *view {
 	return newView(v.Epoch, ms, n.self)
 }
 
-// tokenFloor is the time part of a fencing token: milliseconds since
-// 2000-01-01 in the top 44 bits (until the year 2557), a counter below.
-// Every table starts its tokens above the floor of the moment it was made,
-// so a master that takes over, or a cluster restarted from nothing, issues
-// tokens above anything issued before, provided clocks agree to better
-// than the time that separates the two (a recovery waits at least the
-// lock-delay, over a second).
-func tokenFloor(t time.Time) uint64 {
-	ms := t.UnixMilli() - time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	if ms < 0 {
-		return 0
-	}
-	return uint64(ms) << 20
-}
-
 // --- Prepare: every member's Mastery.
 
 func (h recoveryHost) Prepare(ctx context.Context, v recovery.View) error {
@@ -395,6 +380,7 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 	}
 	vw := n.view.Load()
 	out := map[reportKey]*wire.LockReport{}
+	permits := map[reportKey]*wire.PermitReport{}
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
@@ -405,6 +391,10 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 				if rl, ok := lk.reportLocked(sh); ok {
 					lk.reportedAt = v.Epoch
 					k := reportKey{vw.masterOf(lk.hash).name, ls.name}
+					if lk.semCount() > 0 {
+						addPermitReport(permits, k, v.Epoch, lk.reportedPermit(rl))
+						continue
+					}
 					if out[k] == nil {
 						out[k] = &wire.LockReport{Epoch: v.Epoch, Lockspace: ls.name}
 					}
@@ -417,6 +407,9 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 	var msgs []routed
 	for k, r := range out {
 		msgs = append(msgs, splitLockReport(k.to, r)...)
+	}
+	for k, r := range permits {
+		msgs = append(msgs, splitPermitReport(k.to, r)...)
 	}
 	msgs = append(msgs, n.masterReports(v, vw, p)...)
 	return n.deliverReports(ctx, msgs)
@@ -628,6 +621,8 @@ func (n *Node) onReport(in transport.Inbound) {
 		epoch = m.Epoch
 	case *wire.MasterReport:
 		epoch = m.Epoch
+	case *wire.PermitReport:
+		epoch = m.Epoch
 	}
 	if in.ReplyTo.IsRequest() {
 		_ = n.links.Reply(in.ReplyTo, &wire.Ack{Epoch: epoch})
@@ -650,6 +645,15 @@ func (n *Node) acceptReport(from string, msg wire.Message) {
 		sp.locks = slices.Grow(sp.locks, len(m.Locks))
 		for _, rl := range m.Locks {
 			sp.locks = append(sp.locks, reportedState(node, rl))
+		}
+	case *wire.PermitReport:
+		buf := rs.bufFor(m.Epoch)
+		if buf == nil {
+			return
+		}
+		sp, node := buf.space(m.Lockspace), nodeID(from)
+		for _, p := range m.Permits {
+			sp.locks = append(sp.locks, permitState(node, p))
 		}
 	case *wire.MasterReport:
 		buf := rs.bufFor(m.Epoch)
@@ -1141,6 +1145,9 @@ func (n *Node) replayHeld() {
 func cloneMessage(m wire.Message) wire.Message {
 	switch m := m.(type) {
 	case *wire.LockRequest:
+		c := *m
+		return &c
+	case *wire.SemaphoreRequest:
 		c := *m
 		return &c
 	case *wire.ConvertRequest:

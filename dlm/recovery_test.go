@@ -136,7 +136,7 @@ func TestRecoveryPartitionedNodeLosesLease(t *testing.T) {
 		if grantedAt <= lostAt {
 			t.Fatal("the lock was granted again before its holder knew it had lost it")
 		}
-		if _, err := c.ls[0].Lock(bg, "other", modes.NL); !errors.Is(err, ErrNoQuorum) {
+		if _, err := c.ls[0].Lock(bg, "other", modes.NL, FailFast()); !errors.Is(err, ErrNoQuorum) {
 			t.Fatalf("lock on a node without quorum: %v", err)
 		}
 		c.net.Heal()
@@ -259,21 +259,31 @@ func TestRecoveryBigResource(t *testing.T) {
 }
 
 // TestTokensIncreaseAcrossWholeClusterRestart: no state survives a restart
-// of every node, yet a resource's tokens keep increasing, because every
-// table starts above the time-based floor of the moment it is made.
+// of every node, yet the tokens of a lock's and a semaphore's grants keep
+// increasing, and stay below 2^53, because every table starts above the
+// time-based floor of the moment it is made.
 func TestTokensIncreaseAcrossWholeClusterRestart(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
-		var last uint64
+		var last, lastPermit uint64
 		for run := range 3 {
 			c := startMem(t, 3, nil)
 			for i := range 50 {
 				lk := mustLock(t, c.ls[i%3], "restarted", modes.EX)
-				if lk.Token() <= last {
+				if lk.Token() <= last || lk.Token() >= 1<<53 {
 					c.close()
-					t.Fatalf("run %d: token %d after %d", run, lk.Token(), last)
+					t.Fatalf("run %d: token %d after %d (must be above it and below 2^53)", run, lk.Token(), last)
 				}
 				last = lk.Token()
 				mustUnlock(t, lk)
+				p := mustPermits(t, mustSemaphore(t, c.ls[(i+1)%3], "restarted-sem", 2), 1+i%2)
+				if p.Token() <= lastPermit || p.Token() >= 1<<53 {
+					c.close()
+					t.Fatalf("run %d: permit token %d after %d (must be above it and below 2^53)", run, p.Token(), lastPermit)
+				}
+				lastPermit = p.Token()
+				if err := p.Release(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			c.close() // every node goes; nothing is kept
 		}
@@ -282,13 +292,42 @@ func TestTokensIncreaseAcrossWholeClusterRestart(t *testing.T) {
 
 func TestTokenFloorFollowsTheClock(t *testing.T) {
 	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	if a, b := tokenFloor(base), tokenFloor(base.Add(time.Millisecond)); b-a != 1<<20 {
-		t.Fatalf("one millisecond moves the floor by %d, want 2^20", b-a)
+	if a, b := tokenFloor(base), tokenFloor(base.Add(time.Millisecond)); b-a != 2000 {
+		t.Fatalf("one millisecond moves the floor by %d, want 2000 (a token per 500 ns)", b-a)
 	}
 	if tokenFloor(time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC)) != 0 {
 		t.Fatal("a clock before 2000 must give the zero floor")
 	}
-	if f := tokenFloor(time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)); f>>20 == 0 || f < tokenFloor(base) {
-		t.Fatal("the floor must keep growing for centuries")
+	if tokenFloor(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)) <= tokenFloor(base) {
+		t.Fatal("the floor must keep growing")
+	}
+}
+
+// TestTokenBound checks the bound the package documentation states: a
+// table made at any time until 2076 (fifty years from now) that issues
+// 100,000 tokens a second for fifty years stays below 2^53, and so does
+// the floor until 2142; a table that keeps to two million a second (one per
+// 500 ns) never runs ahead of the floor.
+func TestTokenBound(t *testing.T) {
+	const maxExact = 1 << 53
+	fifty := 50 * 365.25 * 24 * time.Hour
+	for year := 2026; year <= 2076; year++ {
+		made := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC)
+		issued := uint64(100_000 * fifty.Seconds())
+		if tok := tokenFloor(made) + issued; tok >= maxExact {
+			t.Fatalf("a table made in %d issuing 100,000 tokens a second reaches %d after fifty years, above 2^53", year, tok)
+		}
+	}
+	if f := tokenFloor(time.Date(2142, 1, 1, 0, 0, 0, 0, time.UTC)); f >= maxExact {
+		t.Fatalf("the floor is %d in 2142, above 2^53", f)
+	}
+	if f := tokenFloor(time.Date(2143, 1, 1, 0, 0, 0, 0, time.UTC)); f < maxExact {
+		t.Fatalf("the floor is %d in 2143: the documented end (2142) is wrong", f)
+	}
+	made := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, d := range []time.Duration{time.Millisecond, time.Second, time.Hour, fifty} {
+		if issued := uint64(2_000_000 * d.Seconds()); tokenFloor(made)+issued > tokenFloor(made.Add(d)) {
+			t.Fatalf("two million tokens a second for %v run ahead of the floor", d)
+		}
 	}
 }

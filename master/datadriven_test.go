@@ -20,6 +20,7 @@ import (
 //
 //	new [max-lvb=N] [max-name=N] [max-locks=N] [max-waiters=N]
 //	request res=NAME lock=N/ID [owner=O] mode=M [flags=a,b] [timeout=T] [ttl=T]
+//	        [permits=P count=C]    (C permits of a semaphore of P)
 //	convert lock=N/ID [owner=O] mode=M [flags=a,b] [timeout=T] [lvb=write:TEXT|invalidate]
 //	release lock=N/ID [owner=O] [lvb=write:TEXT|invalidate]
 //	cancel  lock=N/ID [owner=O]
@@ -28,6 +29,7 @@ import (
 //	purge node=N
 //	restore res=NAME lock=N/ID [owner=O] queue=granted|converting|waiting
 //	        [granted=M] requested=M [token=K] [ttl=T] [lvb=SEQ:TEXT]
+//	        [permits=P count=C]    (requested defaults to NL with permits)
 //	restore-value res=NAME seq=SEQ data=TEXT [invalid]
 //	finish-recovery
 //	floor value=K
@@ -182,6 +184,7 @@ func runCommand(t *testing.T, tbl *Table, cmd string, a args) string {
 			Resource: a["res"], Lock: a.lock(t), Owner: OwnerID(a.num(t, "owner")),
 			Mode: a.mode(t, "mode"), Flags: a.flags(t),
 			Timeout: Tick(a.num(t, "timeout")), TTL: Tick(a.num(t, "ttl")),
+			Permits: uint32(a.num(t, "permits")), Count: uint32(a.num(t, "count")),
 		})
 		return resultText(res, err)
 	case "convert":
@@ -231,7 +234,11 @@ func runCommand(t *testing.T, tbl *Table, cmd string, a args) string {
 func (a args) lockState(t *testing.T) LockState {
 	ls := LockState{
 		Resource: a["res"], Lock: a.lock(t), Owner: OwnerID(a.num(t, "owner")),
-		Requested: a.mode(t, "requested"), Token: a.num(t, "token"), TTL: Tick(a.num(t, "ttl")),
+		Token: a.num(t, "token"), TTL: Tick(a.num(t, "ttl")),
+		Permits: uint32(a.num(t, "permits")), Count: uint32(a.num(t, "count")),
+	}
+	if _, ok := a["requested"]; ok || ls.Permits == 0 {
+		ls.Requested = a.mode(t, "requested")
 	}
 	ls.Granted = ls.Requested
 	if _, ok := a["granted"]; ok {

@@ -14,10 +14,14 @@ func (ls LockState) String() string {
 	if ls.Owner != 0 {
 		fmt.Fprintf(&b, " o%d", ls.Owner)
 	}
-	switch ls.Queue {
-	case QueueWaiting:
+	switch {
+	case ls.Permits != 0 && ls.Queue == QueueWaiting:
+		fmt.Fprintf(&b, " --->x%d", ls.Count)
+	case ls.Permits != 0:
+		fmt.Fprintf(&b, " x%d", ls.Count)
+	case ls.Queue == QueueWaiting:
 		fmt.Fprintf(&b, " --->%v", ls.Requested)
-	case QueueConverting:
+	case ls.Queue == QueueConverting:
 		fmt.Fprintf(&b, " %v->%v", ls.Granted, ls.Requested)
 	default:
 		fmt.Fprintf(&b, " %v", ls.Granted)
@@ -77,7 +81,11 @@ func (t *Table) Dump() string {
 	}
 	for _, name := range names {
 		rs, _ := t.Resource(name)
-		fmt.Fprintf(&b, "%q lvb(%v)\n", name, rs.LVB)
+		if r := t.res[name]; r.isSem() {
+			fmt.Fprintf(&b, "%q semaphore(%d of %d permits granted)\n", name, r.semUsed(), r.semPermits())
+		} else {
+			fmt.Fprintf(&b, "%q lvb(%v)\n", name, rs.LVB)
+		}
 		t.dumpQueue(&b, rs, QueueGranted)
 		t.dumpQueue(&b, rs, QueueConverting)
 		t.dumpQueue(&b, rs, QueueWaiting)

@@ -58,6 +58,19 @@
 // per blocking episode: again only for a stronger mode, or after it is
 // granted anew, which starts a new episode (the Linux DLM's highbast rule).
 //
+// # Semaphores
+//
+// A request with Permits set asks for Count permits of a counting
+// semaphore instead of a lock in a mode. A semaphore is a resource like
+// any other (mastered, queued, timed out, purged, restored), with its own
+// rule: a request is granted at once only if nobody waits and its permits
+// are free, and waiting requests are granted strictly in order, so a
+// request for 3 permits is never overtaken by a later one for 1. Every
+// grant gets a fencing token. A resource is a semaphore or a lock resource
+// while it has locks (ErrKind), and every request carries the semaphore's
+// permit count, so one that disagrees is refused (ErrPermitsMismatch) and
+// the count survives recovery in the reports. semaphore.go has the rest.
+//
 // # Lock value block
 //
 // Read (copied to the holder) when a lock is granted a mode above NL from a
@@ -75,8 +88,9 @@
 // table, so tokens strictly increase per resource, and also across a
 // resource being freed and created again. RaiseTokenFloor sets a floor below
 // which the table never issues; recovery raises it above anything an
-// earlier master could have issued (see the recovery package for the
-// layout of the high bits). A down-conversion keeps the lock's token.
+// earlier master could have issued (the dlm package sets it from the wall
+// clock and the survivors' reports). A down-conversion keeps the lock's
+// token.
 //
 // # Owners and deadlock detection
 //
@@ -119,9 +133,12 @@
 //   - the head of the converting queue cannot be granted, and if that queue
 //     is empty, neither can the head of the waiting queue (no lost wakeup);
 //   - tokens issued on a resource strictly increase;
-//   - a resource's value sequence never goes back while the resource exists.
+//   - a resource's value sequence never goes back while the resource exists;
+//   - on a semaphore, the permits granted are at most its permits, and the
+//     head of its queue asks for more than are free.
 //
-// TestTableProperties checks all of them on random histories.
+// TestTableProperties checks them on random histories, and
+// TestSemaphoreProperties those of semaphores, against a plain model.
 //
 // # Limits and bad input
 //

@@ -38,6 +38,16 @@ var (
 	// ErrIncompatible: a restored lock's granted mode conflicts with a mode
 	// already granted on the resource; survivors' reports disagree.
 	ErrIncompatible = errors.New("master: restored lock conflicts with granted locks")
+	// ErrKind: a lock request or conversion named a semaphore, or a
+	// semaphore request named a resource that has locks: a name is one or
+	// the other while it has locks (as a Redis key has one type).
+	ErrKind = errors.New("master: resource is of another kind")
+	// ErrInvalidPermits: a semaphore request for no permits, for more than
+	// the semaphore has, or for a semaphore of more than MaxPermits.
+	ErrInvalidPermits = errors.New("master: invalid permit count")
+	// ErrPermitsMismatch: a semaphore request or restored lock says the
+	// semaphore has another number of permits than it does.
+	ErrPermitsMismatch = errors.New("master: semaphore has another number of permits")
 	// ErrLimit: a configured limit (locks per node, waiters per resource)
 	// would be exceeded; nothing was queued.
 	ErrLimit = errors.New("master: limit exceeded")

@@ -71,6 +71,9 @@ func (r *resource) unlink(l *lock) {
 	case QueueGranted:
 		r.granted.remove(l)
 		r.held.remove(l.mode)
+		if r.held.sem {
+			r.held.cr -= l.count() // the permits come back
+		}
 	case QueueConverting:
 		r.convert.remove(l)
 		r.held.remove(l.mode)
@@ -124,6 +127,10 @@ func (t *Table) grantQueued(r *resource, l *lock) {
 // order, each stopping at the first that cannot be granted. Then it sends the
 // blocking notifications the remaining queue calls for.
 func (t *Table) grantPending(r *resource) {
+	if r.isSem() {
+		t.grantPermitsPending(r)
+		return
+	}
 	for l := r.convert.front(); l != nil; l = r.convert.front() {
 		if r.conflicts(l.rq, l) {
 			break

@@ -13,6 +13,11 @@ type heldModes struct {
 	shared uint32     // holders of CW or of PR
 	kind   modes.Mode // CW or PR while shared > 0
 	pw, ex uint8
+	// sem marks the resource a semaphore (semaphore.go). Its locks hold no
+	// mode (NL, which is not counted), so cr and shared are free there:
+	// they count the permits granted and the semaphore's permits. Keeping
+	// them here keeps a resource at 64 bytes.
+	sem bool
 }
 
 // counts expands the summary to a count per mode (NL left at zero).

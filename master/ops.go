@@ -70,6 +70,9 @@ func (t *Table) Request(req Request) (Result, error) {
 	if err := t.checkName(req.Resource); err != nil {
 		return Result{}, err
 	}
+	if req.Permits != 0 || req.Count != 0 {
+		return t.requestPermits(req)
+	}
 	if err := checkMode(req.Mode); err != nil {
 		return Result{}, err
 	}
@@ -84,6 +87,9 @@ func (t *Table) Request(req Request) (Result, error) {
 		return Result{}, fmt.Errorf("%w: node %d has %d locks", ErrLimit, req.Lock.Node, len(ns.locks))
 	}
 	r := t.res[req.Resource]
+	if r != nil && r.isSem() {
+		return Result{}, fmt.Errorf("%w: %q is a semaphore", ErrKind, req.Resource)
+	}
 	if r != nil && !r.canGrantNew(req.Mode, req.Flags) {
 		if err := t.checkQueueable(r, req.Flags); err != nil {
 			return Result{}, err
@@ -146,6 +152,9 @@ func (t *Table) Convert(c Convert) (Result, error) {
 	l, err := t.lookup(c.Lock, c.Owner)
 	if err != nil {
 		return Result{}, err
+	}
+	if l.res.isSem() {
+		return Result{}, fmt.Errorf("%w: %v holds permits of a semaphore, which do not convert", ErrKind, c.Lock)
 	}
 	switch l.queue {
 	case QueueWaiting:

@@ -31,6 +31,9 @@ func (t *Table) state(l *lock) LockState {
 			ls.Since = tm.since
 		}
 	}
+	if l.res.isSem() {
+		ls.Permits, ls.Count = l.res.semPermits(), l.count()
+	}
 	return ls
 }
 
@@ -224,6 +227,9 @@ type restoreInfo struct {
 // A copy of the value offered with a lock granted above CR is a candidate
 // for the resource's value; the one with the highest sequence wins.
 func (t *Table) Restore(ls LockState) error {
+	if ls.Permits != 0 || ls.Count != 0 {
+		return t.restorePermits(ls)
+	}
 	if err := t.checkRestore(ls); err != nil {
 		return err
 	}
@@ -304,6 +310,9 @@ func (t *Table) checkRestore(ls LockState) error {
 	if t.hasLock(ls.Lock) {
 		return fmt.Errorf("%w: %v", ErrLockExists, ls.Lock)
 	}
+	if r := t.res[ls.Resource]; r != nil && r.isSem() {
+		return fmt.Errorf("%w: %q is a semaphore", ErrKind, ls.Resource)
+	}
 	if r := t.res[ls.Resource]; ls.Queue != QueueWaiting && r != nil && !r.held.fits(ls.Granted) {
 		return fmt.Errorf("%w: %v granted %v on %q", ErrIncompatible, ls.Lock, ls.Granted, ls.Resource)
 	}
@@ -375,8 +384,14 @@ func (t *Table) FinishRecoveryUpTo(max int) (more bool) {
 }
 
 // finishValue settles a restored resource's value (and frees it if it
-// holds no lock).
+// holds no lock). A semaphore has no value.
 func (t *Table) finishValue(r *resource, info restoreInfo) {
+	if r.isSem() {
+		if r.empty() {
+			t.maybeFree(r)
+		}
+		return
+	}
 	switch {
 	case info.best != nil && r.lvb == nil && info.best.Seq == 0 && info.best.Valid && len(info.best.Data) == 0:
 		// A value never written: nothing to store.
@@ -395,6 +410,10 @@ func (t *Table) finishValue(r *resource, info restoreInfo) {
 // finishGrants grants what a restored resource with queued requests lets
 // through, the recovery way (see FinishRecovery).
 func (t *Table) finishGrants(r *resource) {
+	if r.isSem() {
+		t.grantPending(r) // permits never convert
+		return
+	}
 	t.grantConversionsUnordered(r)
 	t.breakConversionDeadlocks(r)
 	t.grantPending(r)

@@ -13,7 +13,8 @@ type timer struct {
 	deadline Tick // queued request fails at this tick; 0 = none
 	expires  Tick // granted lock is released at this tick; 0 = none
 	ttl      Tick
-	index    int // position in the heap, -1 when not in it
+	index    int    // position in the heap, -1 when not in it
+	count    uint32 // the permits of a lock on a semaphore; 0 otherwise
 
 	// While a request is queued: its generation (unique in the table, never
 	// 0; it tells this queued request from any other request of the same

@@ -116,6 +116,11 @@ type Request struct {
 	// TTL releases the lock (ErrExpired) if it is not renewed within this
 	// many ticks of its grant or its last renewal. Zero means no TTL.
 	TTL Tick
+	// Permits, when not zero, makes this a request for Count permits of a
+	// semaphore of Permits permits (see semaphore.go), not for a lock in a
+	// mode: Mode must be NL, and of the flags only NoQueue applies.
+	Permits uint32
+	Count   uint32
 }
 
 // Convert asks to change the mode of a granted lock.
@@ -270,4 +275,9 @@ type LockState struct {
 	// LVB is the holder's copy of the value block, reported in recovery by a
 	// survivor that held the lock in PR or above. Nil if none.
 	LVB *LVB
+	// Permits and Count describe a lock on a semaphore: the semaphore's
+	// permits, and those the lock holds or asks for. Zero for a lock in a
+	// mode (whose Granted and Requested say what it holds).
+	Permits uint32
+	Count   uint32
 }

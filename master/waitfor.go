@@ -124,23 +124,31 @@ type WaitEdge struct {
 // trackQueued gives l's request, just queued, a new generation and the
 // current tick, and puts it at the back of the list of queued requests.
 func (t *Table) trackQueued(l *lock) {
-	tm := l.timer
-	if tm == nil {
-		if n := len(t.freeTimers); n > 0 {
-			tm = t.freeTimers[n-1]
-			t.freeTimers = t.freeTimers[:n-1]
-		} else {
-			tm = new(timer)
-		}
-		*tm = timer{lock: l, index: -1}
-		l.timer = tm
-	}
+	tm := t.ensureTimer(l)
 	t.lastGen++
 	tm.gen, tm.since = t.lastGen, t.now
 	tail := t.queued.qprev
 	tm.qprev, tm.qnext = tail, &t.queued
 	tail.qnext = tm
 	t.queued.qprev = tm
+}
+
+// ensureTimer returns l's timer, giving it one (a recycled one if there is)
+// if it has none.
+func (t *Table) ensureTimer(l *lock) *timer {
+	if l.timer != nil {
+		return l.timer
+	}
+	var tm *timer
+	if n := len(t.freeTimers); n > 0 {
+		tm = t.freeTimers[n-1]
+		t.freeTimers = t.freeTimers[:n-1]
+	} else {
+		tm = new(timer)
+	}
+	*tm = timer{lock: l, index: -1}
+	l.timer = tm
+	return tm
 }
 
 // dequeue takes tm off the list of queued requests, if it is on it, and
@@ -157,14 +165,15 @@ func (tm *timer) dequeue() {
 
 // leaveQueue ends the identity of l's queued request as the request leaves
 // its queue, and recycles the timer if it served nothing else (a timer with
-// no deadline, expiry or TTL is never in the heap).
+// no deadline, expiry or TTL is never in the heap; a semaphore lock keeps
+// its timer, which holds its permits).
 func (t *Table) leaveQueue(l *lock) {
 	tm := l.timer
 	if tm == nil {
 		return
 	}
 	tm.dequeue()
-	if tm.deadline == 0 && tm.expires == 0 && tm.ttl == 0 {
+	if tm.deadline == 0 && tm.expires == 0 && tm.ttl == 0 && tm.count == 0 {
 		l.timer = nil
 		*tm = timer{}
 		if len(t.freeTimers) < freeListCap {

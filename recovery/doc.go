@@ -75,8 +75,10 @@
 //
 // Clock rates differ by at most ρ; messages and scheduling take at most
 // δ+s; a node's monotonic clock never stops while it runs. dlm's fencing
-// tokens are partly time-based, so wall clocks must also agree to better
-// than the lock-delay. The protocol's rules, the derivation of the
-// lock-delay and why the safety of locks does not rest on epochs being
-// unique are in docs/design/recovery.md in the repository.
+// tokens start from the wall clock (see "Fencing tokens" in dlm's package
+// doc): for them to increase across a restart of the whole cluster, wall
+// clocks must agree to better than the time such a restart takes. The
+// protocol's rules, the derivation of the lock-delay and why the safety of
+// locks does not rest on epochs being unique are in
+// docs/design/recovery.md in the repository.
 package recovery

@@ -23,6 +23,9 @@ type Interval struct {
 	Begin    int           // Seq of the record that started the interval
 	Finish   int           // Seq of the record that ended it, or -1
 	Why      string        // what ended it: release, lost, crash, convert, or "held at end"
+	// Permits and Limit: the permits held, of a semaphore of Limit (see
+	// History.AcquirePermits); zero for a lock in a mode.
+	Permits, Limit int
 
 	startOrd, endOrd int
 	beginKind        Kind
@@ -46,6 +49,8 @@ type belief struct {
 	begin    int  // Seq of the record that started the current interval
 	kind     Kind // and its kind
 	exact    bool // mode is the mode granted, not the meet of a pending or unknown conversion
+	permits  int  // of a semaphore of limit; zero for a lock
+	limit    int
 }
 
 // beliefs follows, as the history is recorded, which locks each client
@@ -121,7 +126,7 @@ func (bs *beliefs) granted(h *History, r *Record) {
 	bs.open[k] = &belief{
 		gen: bs.gen, client: r.Client, node: r.Node, resource: r.Resource,
 		mode: r.Granted, token: r.Token, since: r.Return, sinceOrd: r.retOrd, begin: r.Seq, kind: r.Kind,
-		exact: true,
+		exact: true, permits: r.Permits, limit: r.Limit,
 	}
 }
 
@@ -185,6 +190,7 @@ func (b *belief) interval(end time.Duration, ord, seq int, why string) Interval 
 	return Interval{
 		Client: b.client, Node: b.node, Resource: b.resource, Mode: b.mode, Token: b.token,
 		Start: b.since, End: end, Begin: b.begin, Finish: seq, Why: why,
+		Permits: b.permits, Limit: b.limit,
 		startOrd: b.sinceOrd, endOrd: ord, beginKind: b.kind,
 	}
 }

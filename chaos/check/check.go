@@ -43,14 +43,20 @@ const (
 	CheckRegisterModel
 	// CheckHistory reports misuse of the History.
 	CheckHistory
+	// CheckPermits: the permits of a counting semaphore that its clients
+	// believe they hold never add up to more than it has.
+	CheckPermits
+	// CheckSemaphoreModel: each semaphore's history is linearizable under
+	// SemaphoreModel.
+	CheckSemaphoreModel
 
 	// DefaultChecks is what a zero Options runs.
-	DefaultChecks = CheckOverlap | CheckTokens | CheckStore | CheckModesModel | CheckRegisterModel
+	DefaultChecks = CheckOverlap | CheckTokens | CheckStore | CheckModesModel | CheckRegisterModel | CheckPermits | CheckSemaphoreModel
 	// AllChecks adds CheckMutexModel.
 	AllChecks = DefaultChecks | CheckMutexModel
 )
 
-var checkNames = []string{"overlap", "tokens", "store", "modes model", "mutex model", "register model", "history"}
+var checkNames = []string{"overlap", "tokens", "store", "modes model", "mutex model", "register model", "history", "permits", "semaphore model"}
 
 func (c Checks) String() string {
 	var parts []string
@@ -273,8 +279,15 @@ func check(h *History, opts Options, mkdir func() (string, error)) Result {
 	if opts.Checks&CheckStore != 0 {
 		c.report(checkStore(c.snap.recs)...)
 	}
+	sems := c.semaphores()
+	if opts.Checks&CheckPermits != 0 {
+		c.report(checkPermits(c.snap.intervals)...)
+	}
 	if opts.Checks&(CheckModesModel|CheckMutexModel) != 0 {
-		c.lockModels()
+		c.lockModels(sems)
+	}
+	if opts.Checks&CheckSemaphoreModel != 0 {
+		c.semaphoreModels(sems)
 	}
 	if opts.Checks&CheckRegisterModel != 0 {
 		c.registerModel()
@@ -338,8 +351,8 @@ type opMeta struct {
 func (m opMeta) String() string { return m.text }
 
 // lockModels builds each resource's lock history and runs the lock models
-// on it.
-func (c *checker) lockModels() {
+// on it; semaphores (sems) have their own model.
+func (c *checker) lockModels(sems map[string]bool) {
 	type part struct {
 		ops     []porcupine.Operation
 		clients map[int]int // client id -> model index
@@ -349,6 +362,9 @@ func (c *checker) lockModels() {
 	var order []string
 	for _, m := range lockHistory(c.snap.recs) {
 		r := m.r
+		if sems[r.Resource] {
+			continue
+		}
 		p := parts[r.Resource]
 		if p == nil {
 			p = &part{clients: make(map[int]int), exOnly: true}

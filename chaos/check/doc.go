@@ -95,6 +95,14 @@
 //     not, in particular operations of Unknown outcome, but can only say
 //     that no order works; an illegal result names the first operation no
 //     legal order could place and writes porcupine's HTML visualization.
+//   - CheckPermits and CheckSemaphoreModel: the permits of a counting
+//     semaphore that its clients believe they hold never add up to more
+//     than it has, directly on the belief intervals and under
+//     SemaphoreModel. Permits are recorded with History.AcquirePermits and
+//     Op.GrantedPermits, released and lost as locks are, and their tokens
+//     are checked with the locks'. A name is a semaphore or a lock
+//     resource in one history, with one permit count (CheckHistory
+//     otherwise).
 //
 // A history recorded wrongly (an operation resolved twice, one client id
 // holding two locks on a resource) is reported as CheckHistory.

@@ -20,6 +20,9 @@ func fmtTime(d time.Duration) string {
 func (r *Record) describe() string {
 	switch r.Kind {
 	case Acquire, Convert:
+		if r.Limit > 0 {
+			return fmt.Sprintf("%s #%d (client %d on %s, %q, %d of %d permits)", r.Kind, r.Seq, r.Client, r.Node, r.Resource, r.Permits, r.Limit)
+		}
 		return fmt.Sprintf("%s #%d (client %d on %s, %q, %v)", r.Kind, r.Seq, r.Client, r.Node, r.Resource, r.Mode)
 	case Write:
 		return fmt.Sprintf("write #%d (client %d on %s, key %q, token %d, value %d)", r.Seq, r.Client, r.Node, r.Resource, r.Token, r.Value)
@@ -90,7 +93,11 @@ func (r Record) String() string {
 	fmt.Fprintf(&b, " client %d@%s %s %q", r.Client, r.Node, r.Kind, r.Resource)
 	switch r.Kind {
 	case Acquire:
-		fmt.Fprintf(&b, " %v", r.Mode)
+		if r.Limit > 0 {
+			fmt.Fprintf(&b, " %d of %d permits", r.Permits, r.Limit)
+		} else {
+			fmt.Fprintf(&b, " %v", r.Mode)
+		}
 	case Convert:
 		if r.Held {
 			fmt.Fprintf(&b, " %v->%v", r.From, r.Mode)
@@ -124,8 +131,12 @@ func (iv Interval) String() string {
 	if iv.Finish >= 0 {
 		fin = fmt.Sprintf("%s #%d", iv.Why, iv.Finish)
 	}
-	return fmt.Sprintf("client %d on %s held %v token %d from %s to %s (%s #%d .. %s)",
-		iv.Client, iv.Node, iv.Mode, iv.Token, fmtTime(iv.Start), fmtTime(iv.End), iv.beginKind, iv.Begin, fin)
+	held := iv.Mode.String()
+	if iv.Limit > 0 {
+		held = fmt.Sprintf("%d of %d permits", iv.Permits, iv.Limit)
+	}
+	return fmt.Sprintf("client %d on %s held %s token %d from %s to %s (%s #%d .. %s)",
+		iv.Client, iv.Node, held, iv.Token, fmtTime(iv.Start), fmtTime(iv.End), iv.beginKind, iv.Begin, fin)
 }
 
 // WriteTo writes the history, one record a line, in call order.

@@ -100,6 +100,11 @@ type Record struct {
 	Value   int64      // Write: the value written; Read: the value read
 	Err     string     // why it failed or is unknown; for Note, the text
 
+	// Permits and Limit mark an Acquire of permits of a counting
+	// semaphore (AcquirePermits): Permits asked for, of a semaphore of
+	// Limit. Zero for a lock in a mode.
+	Permits, Limit int
+
 	// Shared marks an Acquire granted as a share of a grant its node
 	// already held for several clients (a node-level cache of shared
 	// locks): its token is that grant's, so it is no new grant for
@@ -246,6 +251,27 @@ func (h *History) Acquire(client int, node, resource string, mode modes.Mode) *O
 	}
 	i := h.begin(Record{Kind: Acquire, Client: client, Node: node, Resource: resource, Mode: mode})
 	h.logCall("acquire", i)
+	h.beliefs.lockCall(&h.recs[i])
+	h.beliefs.acquireCall(h, &h.recs[i])
+	return &Op{h: h, i: i}
+}
+
+// AcquirePermits records a call asking for n permits of semaphore, a
+// counting semaphore of permits permits, made by client on node. The
+// semaphore is a resource of the history like a lock's: Release, Lost and
+// Crash end the client's permits, and the handle resolves as an Acquire's
+// does (GrantedPermits, Failed, Unknown).
+func (h *History) AcquirePermits(client int, node, semaphore string, n, permits int) *Op {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n < 1 || n > permits {
+		h.misuse("acquire by client %d of %d permits of %q, a semaphore of %d", client, n, semaphore, permits)
+	}
+	i := h.begin(Record{Kind: Acquire, Client: client, Node: node, Resource: semaphore, Mode: modes.NL, Permits: n, Limit: permits})
+	h.logCall("permits", i)
 	h.beliefs.lockCall(&h.recs[i])
 	h.beliefs.acquireCall(h, &h.recs[i])
 	return &Op{h: h, i: i}
@@ -466,6 +492,10 @@ func (o *Op) granted(mode modes.Mode, token uint64, op string) {
 	r.Granted, r.Token = mode, token
 	h.beliefs.granted(h, r)
 }
+
+// GrantedPermits records that an AcquirePermits returned the permits, with
+// fencing token token.
+func (o *Op) GrantedPermits(token uint64) { o.Granted(modes.NL, token) }
 
 // GrantedShared records that an Acquire returned a share of a grant its
 // node holds for several clients (dlm.Cache): the client holds the lock

@@ -18,13 +18,13 @@ import (
 // again, and edited (a self-test plants a violation in a real one).
 //
 // Each line has "t" (nanoseconds since the history's first record) and "op":
-// a call (acquire, convert, release, write, read, span), which starts an
+// a call (acquire, permits, convert, release, write, read, span), which starts an
 // operation named by "id" (its record's Seq); an instant (lost, crash,
 // note); or a resolution of operation "id" (granted, shared, failed,
 // unknown, released, accepted, rejected, returned, end). The other fields
 // are the method's arguments: "c" client, "n" node (or a note's tag), "r"
 // resource or store key, "m" mode, "tok" token, "v" value, "e" error or
-// text.
+// text, "p" and "lim" the permits asked for and the semaphore's.
 type JournalEntry struct {
 	T      int64  `json:"t"`
 	Op     string `json:"op"`
@@ -36,6 +36,9 @@ type JournalEntry struct {
 	Token  uint64 `json:"tok,omitempty"`
 	Value  int64  `json:"v,omitempty"`
 	Err    string `json:"e,omitempty"`
+	// Permits and Limit: of a permits call (History.AcquirePermits).
+	Permits int `json:"p,omitempty"`
+	Limit   int `json:"lim,omitempty"`
 }
 
 type journal struct {
@@ -90,6 +93,7 @@ func (h *History) logCall(op string, i int) {
 	switch r.Kind {
 	case Acquire, Convert:
 		e.Mode = r.Mode.String()
+		e.Permits, e.Limit = r.Permits, r.Limit
 	case Note:
 		e.Err = r.Err
 	}
@@ -183,6 +187,8 @@ func replayEntry(h *History, ops map[int]any, e JournalEntry) error {
 			return start(h.Acquire(e.Client, e.Node, e.Res, m))
 		}
 		return start(h.Convert(e.Client, e.Node, e.Res, m))
+	case "permits":
+		return start(h.AcquirePermits(e.Client, e.Node, e.Res, e.Permits, e.Limit))
 	case "release":
 		return start(h.Release(e.Client, e.Node, e.Res))
 	case "write":

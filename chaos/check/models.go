@@ -30,6 +30,9 @@ type LockInput struct {
 	// Acquire creates. A late operation of unknown outcome then cannot
 	// touch a later lock of the same client.
 	Lock int
+	// Permits and Limit, for SemaphoreModel: the permits an Acquire asks
+	// for, of a semaphore of Limit.
+	Permits, Limit int
 }
 
 // LockOutput is the output of an operation of MutexModel and ModesModel.

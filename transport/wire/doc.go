@@ -30,8 +30,8 @@
 //     (bounded by the frame), a Renew's id slice (8 bytes per id, and each
 //     id takes at least one byte of the frame, bounded by Limits.MaxRenew),
 //     and the slices of structs of the recovery and deadlock messages (a
-//     view's members, a report's locks and resources, nested in a
-//     MasterReport, wait-for edges). An element of those takes at least its
+//     view's members, a report's locks, permits and resources, nested in
+//     a MasterReport, wait-for edges, a DescribeReply's locks). An element of those takes at least its
 //     array header and a byte per field, and a count the remaining bytes
 //     cannot hold at that rate is refused before the slice is made: the
 //     widest per byte, a ReportedResource, costs 80 bytes for at least 6.
@@ -81,6 +81,12 @@
 // a master whether edges it reported still hold, answered by a
 // DeadlockConfirmed; a DeadlockFail (one-way) asks a master to fail the
 // request chosen to break a cycle.
+//
+// Semaphores: a SemaphoreRequest asks for permits and is answered by a
+// Completion, as a LockRequest is (UnlockRequest and CancelRequest serve
+// both); a PermitReport carries a node's permits to their new master in
+// recovery, answered by an Ack. Introspection: a DescribeRequest asks a
+// resource's master for its locks, answered by a DescribeReply.
 //
 // Adding a message type is described in docs/design/transport.md in the
 // repository.

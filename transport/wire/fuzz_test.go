@@ -37,6 +37,10 @@ func allocPerByte(t Type) int {
 		worst = per(unsafe.Sizeof(ViewMember{}), viewMemberFields) // 24 / 3
 	case TypeDeadlockReport, TypeDeadlockConfirm:
 		worst = per(unsafe.Sizeof(WaitEdge{}), waitEdgeFields) // 96 / 13
+	case TypePermitReport:
+		worst = per(unsafe.Sizeof(ReportedPermit{}), reportedPermitFields) // 56 / 9
+	case TypeDescribeReply:
+		worst = per(unsafe.Sizeof(DescribedLock{}), describedLockFields) // 72 / 12
 	default:
 		return 8
 	}
@@ -303,4 +307,20 @@ func FuzzDecodeDeadlockFail(f *testing.F) {
 
 func FuzzDecodeMastery(f *testing.F) {
 	fuzzTarget(f, "FuzzDecodeMastery", bodySeeds(TypeMastery), decodeBodyOf(TypeMastery))
+}
+
+func FuzzDecodeSemaphoreRequest(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeSemaphoreRequest", bodySeeds(TypeSemaphoreRequest), decodeBodyOf(TypeSemaphoreRequest))
+}
+
+func FuzzDecodePermitReport(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodePermitReport", bodySeeds(TypePermitReport), decodeBodyOf(TypePermitReport))
+}
+
+func FuzzDecodeDescribeRequest(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeDescribeRequest", bodySeeds(TypeDescribeRequest), decodeBodyOf(TypeDescribeRequest))
+}
+
+func FuzzDecodeDescribeReply(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeDescribeReply", bodySeeds(TypeDescribeReply), decodeBodyOf(TypeDescribeReply))
 }

@@ -129,6 +129,60 @@ type libDeadlockConfirmed struct {
 	Held  []bool
 }
 
+type libSemaphoreRequest struct {
+	Epoch     uint64
+	Lockspace string
+	Resource  string
+	Lock      uint64
+	Owner     uint64
+	Permits   uint32
+	Count     uint32
+	Flags     uint32
+	Timeout   int64
+	TTL       int64
+}
+
+type libReportedPermit struct {
+	Resource string
+	Lock     uint64
+	Owner    uint64
+	Queue    uint8
+	Permits  uint32
+	Count    uint32
+	Token    uint64
+	TTL      int64
+}
+
+type libPermitReport struct {
+	Epoch     uint64
+	Lockspace string
+	Permits   []libReportedPermit
+}
+
+type libDescribedLock struct {
+	Node      string
+	Lock      uint64
+	Owner     uint64
+	Queue     uint8
+	Granted   uint8
+	Requested uint8
+	Permits   uint32
+	Count     uint32
+	Token     uint64
+	Waited    int64
+	TTL       int64
+}
+
+type libDescribeReply struct {
+	Epoch      uint64
+	Status     uint8
+	Locks      []libDescribedLock
+	Omitted    uint32
+	ValueValid bool
+	ValueSeq   uint64
+	ValueLen   uint32
+}
+
 func TestBodiesAreStandardMsgpack(t *testing.T) {
 	cases := []struct {
 		ours Message
@@ -189,6 +243,27 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 					Kind: BlockAhead, BlockerNode: 2, BlockerLock: 10, BlockerOwner: 7, Stamp: 2},
 			}},
 			func() any { return new(libDeadlockReport) },
+		},
+		{
+			&SemaphoreRequest{Epoch: 5, Lockspace: "fs1", Resource: "pool", Lock: 9, Owner: 1 << 40, Permits: 1 << 20, Count: 300, Flags: 1, Timeout: 5e9, TTL: 2},
+			&libSemaphoreRequest{Epoch: 5, Lockspace: "fs1", Resource: "pool", Lock: 9, Owner: 1 << 40, Permits: 1 << 20, Count: 300, Flags: 1, Timeout: 5e9, TTL: 2},
+			func() any { return new(libSemaphoreRequest) },
+		},
+		{
+			&PermitReport{Epoch: 5, Lockspace: "fs1", Permits: []ReportedPermit{{Resource: "pool", Lock: 1, Owner: 2, Queue: QueueWaiting, Permits: 7, Count: 7, Token: 1 << 50, TTL: 3e9}}},
+			&libPermitReport{Epoch: 5, Lockspace: "fs1", Permits: []libReportedPermit{{Resource: "pool", Lock: 1, Owner: 2, Queue: QueueWaiting, Permits: 7, Count: 7, Token: 1 << 50, TTL: 3e9}}},
+			func() any { return new(libPermitReport) },
+		},
+		{
+			&DescribeReply{Epoch: 5, Status: DescribeFound, Omitted: 1 << 20, ValueValid: true, ValueSeq: 1 << 33, ValueLen: 64, Locks: []DescribedLock{
+				{Node: "node-1", Lock: 9, Owner: 3, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 1 << 40, Waited: 7e9, TTL: 3e9},
+				{Node: "node-2", Lock: 10, Queue: QueueWaiting, Permits: 5, Count: 2},
+			}},
+			&libDescribeReply{Epoch: 5, Status: uint8(DescribeFound), Omitted: 1 << 20, ValueValid: true, ValueSeq: 1 << 33, ValueLen: 64, Locks: []libDescribedLock{
+				{Node: "node-1", Lock: 9, Owner: 3, Queue: QueueConverting, Granted: uint8(modes.PR), Requested: uint8(modes.EX), Token: 1 << 40, Waited: 7e9, TTL: 3e9},
+				{Node: "node-2", Lock: 10, Queue: QueueWaiting, Permits: 5, Count: 2},
+			}},
+			func() any { return new(libDescribeReply) },
 		},
 		{
 			&DeadlockConfirmed{Epoch: 5, Held: []bool{true, false}},

@@ -108,6 +108,27 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 				Gen: rapid.Uint64Min(1).Draw(t, "gen"), Detail: rapid.StringN(0, MaxErr, MaxErr).Filter(func(s string) bool { return len(s) <= MaxErr }).Draw(t, "detail")}
 		case TypeMastery:
 			return genMastery(epoch).Draw(t, "mastery")
+		case TypeSemaphoreRequest:
+			permits := rapid.Uint32Range(1, MaxPermits).Draw(t, "permits")
+			return &SemaphoreRequest{Epoch: epoch, Lockspace: ls, Resource: res, Lock: lock, Owner: owner, Permits: permits,
+				Count: rapid.Uint32Range(1, permits).Draw(t, "count"), Flags: rapid.Uint32().Draw(t, "f"), Timeout: timeout, TTL: rapid.Int64Min(0).Draw(t, "ttl")}
+		case TypePermitReport:
+			return &PermitReport{Epoch: epoch, Lockspace: ls, Permits: rapid.SliceOfN(genReportedPermit(l), 1, 50).Draw(t, "permits")}
+		case TypeDescribeRequest:
+			return &DescribeRequest{Epoch: epoch, Lockspace: ls, Resource: res}
+		case TypeDescribeReply:
+			st := DescribeStatus(rapid.Uint8Range(1, 3).Draw(t, "status"))
+			m := &DescribeReply{Epoch: epoch, Status: st}
+			if st == DescribeFound {
+				locks := rapid.SliceOfN(genDescribedLock(), 0, 30).Draw(t, "locks")
+				slices.SortStableFunc(locks, func(a, b DescribedLock) int { return int(a.Queue) - int(b.Queue) })
+				if len(locks) > 0 {
+					m.Locks = locks
+				}
+				m.Omitted = rapid.Uint32().Draw(t, "omitted")
+			}
+			m.ValueValid, m.ValueSeq, m.ValueLen = rapid.Bool().Draw(t, "vv"), rapid.Uint64().Draw(t, "vs"), rapid.Uint32().Draw(t, "vl")
+			return m
 		}
 		panic("genMessage: no generator for a type")
 	})
@@ -191,6 +212,33 @@ func genReportedLock(l Limits) *rapid.Generator[ReportedLock] {
 		return ReportedLock{Resource: genName(l.MaxName).Draw(t, "resource"), Lock: genLock().Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
 			Queue: q, Granted: granted, Requested: genMode().Draw(t, "requested"), Token: rapid.Uint64().Draw(t, "token"), TTL: rapid.Int64Min(0).Draw(t, "ttl"),
 			LVB: lvb, LVBSeq: rapid.Uint64().Draw(t, "seq"), LVBFlags: flags}
+	})
+}
+
+func genReportedPermit(l Limits) *rapid.Generator[ReportedPermit] {
+	return rapid.Custom(func(t *rapid.T) ReportedPermit {
+		permits := rapid.Uint32Range(1, MaxPermits).Draw(t, "permits")
+		return ReportedPermit{Resource: genName(l.MaxName).Draw(t, "resource"), Lock: genLock().Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
+			Queue: rapid.SampledFrom([]uint8{QueueGranted, QueueWaiting}).Draw(t, "queue"), Permits: permits,
+			Count: rapid.Uint32Range(1, permits).Draw(t, "count"), Token: rapid.Uint64().Draw(t, "token"), TTL: rapid.Int64Min(0).Draw(t, "ttl")}
+	})
+}
+
+// genDescribedLock draws a described lock: a lock in a mode on any queue,
+// or permits, granted or waiting.
+func genDescribedLock() *rapid.Generator[DescribedLock] {
+	return rapid.Custom(func(t *rapid.T) DescribedLock {
+		k := DescribedLock{Node: genName(MaxNodeName).Draw(t, "node"), Lock: genLock().Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
+			Token: rapid.Uint64().Draw(t, "token"), Waited: rapid.Int64Min(0).Draw(t, "waited"), TTL: rapid.Int64Min(0).Draw(t, "ttl")}
+		if rapid.Bool().Draw(t, "permits") {
+			k.Queue = rapid.SampledFrom([]uint8{QueueGranted, QueueWaiting}).Draw(t, "queue")
+			k.Permits = rapid.Uint32Range(1, MaxPermits).Draw(t, "n")
+			k.Count = rapid.Uint32Range(1, k.Permits).Draw(t, "count")
+			return k
+		}
+		k.Queue, k.Granted = genQueued(t)
+		k.Requested = genMode().Draw(t, "requested")
+		return k
 	})
 }
 

@@ -80,6 +80,28 @@ func samples() []Message {
 		// acknowledging pings (appended too)
 		&Ping{RecvSession: 7, Received: 1 << 33},
 		&Ping{Closing: true},
+		// semaphores and introspection (appended too)
+		&SemaphoreRequest{Epoch: 1, Lockspace: "fs1", Resource: "pool", Lock: 7, Permits: 5, Count: 3},
+		&SemaphoreRequest{Epoch: ^uint64(0), Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Lock: ^uint64(0), Owner: ^uint64(0),
+			Permits: MaxPermits, Count: MaxPermits, Flags: 0xffffffff, Timeout: 1<<62 + 5, TTL: 30e9},
+		&PermitReport{Epoch: 13, Lockspace: "fs1", Permits: []ReportedPermit{
+			{Resource: "pool", Lock: 7, Owner: 9, Queue: QueueGranted, Permits: 5, Count: 2, Token: 1<<48 | 17, TTL: 30e9},
+			{Resource: long, Lock: ^uint64(0), Owner: ^uint64(0), Queue: QueueWaiting, Permits: MaxPermits, Count: 1},
+		}},
+		&DescribeRequest{Epoch: 13, Lockspace: "fs1", Resource: "inode/42"},
+		&DescribeReply{Epoch: 13, Status: DescribeFound, Locks: sampleDescribed(), Omitted: 3, ValueValid: true, ValueSeq: 99, ValueLen: 64},
+		&DescribeReply{Epoch: ^uint64(0), Status: DescribeRetry},
+	}
+}
+
+// sampleDescribed are described locks on each queue, one of them permits,
+// with the widest values.
+func sampleDescribed() []DescribedLock {
+	return []DescribedLock{
+		{Node: "node-1", Lock: 7, Owner: 9, Queue: QueueGranted, Granted: modes.PR, Requested: modes.PR, Token: 1<<48 | 17, TTL: 30e9},
+		{Node: strings.Repeat("n", MaxNodeName), Lock: ^uint64(0), Owner: ^uint64(0), Queue: QueueGranted, Permits: MaxPermits, Count: MaxPermits, Token: ^uint64(0)},
+		{Node: "node-2", Lock: 8, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 18, Waited: 1 << 62},
+		{Node: "node#123", Lock: 1, Queue: QueueWaiting, Requested: modes.CW, Waited: 5},
 	}
 }
 
@@ -213,6 +235,30 @@ func typeSeeds(t Type) map[string][]byte {
 			"over-max-edges":         (&DeadlockReport{Epoch: 1, Edges: manyEdges(MaxEdges + 1)}).appendBody(nil),
 			"edge-waits-for-itself":  cat(head, []byte{0x91, 0x9c, 0xa1, 'l', 0xa1, 'r', 5, 1, 1, 0, 1, 1, 1, 1, 0, 0}),
 			"edge-kind-0":            cat(head, []byte{0x91, 0x9c, 0xa1, 'l', 0xa1, 'r', 5, 1, 1, 0, 1, 0, 2, 1, 0, 0}),
+		}
+	case TypePermitReport:
+		head := []byte{0x93, 1, 0xa2, 'l', 's'}
+		return map[string][]byte{
+			"bomb-permits":             cat(head, bomb),
+			"bomb-permits-1-byte-each": cat(head, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+			"converting":               cat(head, []byte{0x91, 0x98, 0xa1, 'r', 1, 0, 2, 3, 1, 0, 0}),
+			"count-over-permits":       cat(head, []byte{0x91, 0x98, 0xa1, 'r', 1, 0, 1, 3, 4, 0, 0}),
+		}
+	case TypeSemaphoreRequest:
+		return map[string][]byte{
+			"no-permits":   {0x9a, 1, 0xa1, 'l', 0xa1, 'r', 1, 0, 0, 0, 0, 0, 0},
+			"over-permits": {0x9a, 1, 0xa1, 'l', 0xa1, 'r', 1, 0, 0xce, 0x01, 0x00, 0x00, 0x01, 1, 0, 0, 0},
+		}
+	case TypeDescribeReply:
+		head := []byte{0x97, 1, 1}
+		tail := []byte{0, mpTrue, 0, 0} // omitted, value valid, seq, len
+		return map[string][]byte{
+			"bomb-locks":             cat(head, bomb),
+			"bomb-locks-1-byte-each": cat(head, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+			"locks-with-retry":       cat([]byte{0x97, 1, 3, 0x91, 0x9b, 0xa1, 'a', 1, 0, 1, 0, 0, 0, 0, 0, 0, 0}, tail),
+			"out-of-queue-order":     cat([]byte{0x97, 1, 1, 0x92, 0x9b, 0xa1, 'a', 1, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0x9b, 0xa1, 'b', 2, 0, 1, 0, 0, 0, 0, 0, 0, 0}, tail),
+			"negative-ttl":           cat([]byte{0x97, 1, 1, 0x91, 0x9b, 0xa1, 'a', 1, 0, 1, 0, 0, 0, 0, 0, 0, 0xff}, tail),
+			"no-node-name":           cat([]byte{0x97, 1, 1, 0x91, 0x9b, 0xa0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0}, tail),
 		}
 	case TypeDeadlockConfirm:
 		head := []byte{0x92, 1}

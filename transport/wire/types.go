@@ -47,8 +47,18 @@ const (
 	// member holds (see mastery.go).
 	TypeMastery Type = 24
 
+	// Semaphores: a request for permits (answered by a Completion; unlock
+	// and cancel are the lock messages), and their recovery report
+	// (answered by an Ack).
+	TypeSemaphoreRequest Type = 25
+	TypePermitReport     Type = 26
+
+	// Introspection: a resource's locks, from its master.
+	TypeDescribeRequest Type = 27
+	TypeDescribeReply   Type = 28
+
 	// typeEnd is one past the last type; arrays indexed by Type use it.
-	typeEnd Type = 25
+	typeEnd Type = 29
 )
 
 // NumTypes is the size of an array indexed by Type.
@@ -109,6 +119,14 @@ func newMessage(t Type) Message {
 		return new(DeadlockFail)
 	case TypeMastery:
 		return new(Mastery)
+	case TypeSemaphoreRequest:
+		return new(SemaphoreRequest)
+	case TypePermitReport:
+		return new(PermitReport)
+	case TypeDescribeRequest:
+		return new(DescribeRequest)
+	case TypeDescribeReply:
+		return new(DescribeReply)
 	}
 	return nil
 }

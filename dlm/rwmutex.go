@@ -1,0 +1,214 @@
+package dlm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
+
+// RWMutex is a cluster-wide reader/writer lock on one resource, in the
+// shape of sync.RWMutex: readers hold PR, which they share with each
+// other, and a writer holds EX. The master's FIFO queue orders them
+// across nodes, so a stream of readers cannot starve a writer (a reader
+// that comes after a waiting writer waits behind it), and nothing is
+// missed: when the last holder in the way leaves, the master grants the
+// head of the queue at once.
+//
+// Each RLock takes a PR lock of its own; an RUnlock releases one of this
+// RWMutex's read locks (they are alike, as sync.RWMutex's read locks are).
+// Like sync.RWMutex, a goroutine that holds a read lock and calls Lock
+// waits for itself; use Upgrade.
+//
+// Upgrade converts one read lock PR→EX in place. Two holders upgrading at
+// once (on this node or on others) would each wait for the other's PR
+// forever: the master finds that conversion deadlock at once and fails
+// the later Upgrade with ErrDeadlock; that caller still holds its read
+// lock, and should RUnlock it so the other can proceed. Downgrade converts
+// the write lock EX→PR in place; it never waits, and the caller holds a
+// read lock afterwards.
+//
+// Lock, RLock and Unlock, RUnlock cannot return errors; on a closed node
+// Lock and RLock wait forever, as Mutex.Lock does. The Context variants
+// return them.
+type RWMutex struct {
+	ls       *Lockspace
+	resource string
+
+	mu      sync.Mutex
+	readers []*Lock // read locks held, in no order
+	writer  *Lock
+}
+
+// RWMutex returns a reader/writer lock on resource in this lockspace.
+func (ls *Lockspace) RWMutex(resource string) *RWMutex {
+	return &RWMutex{ls: ls, resource: resource}
+}
+
+// RLockContext takes a read lock (PR), waiting as long as ctx allows.
+func (m *RWMutex) RLockContext(ctx context.Context, opts ...LockOption) error {
+	lk, err := m.ls.Lock(ctx, m.resource, modes.PR, opts...)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.readers = append(m.readers, lk)
+	m.mu.Unlock()
+	return nil
+}
+
+// RLock takes a read lock, waiting as long as it takes.
+func (m *RWMutex) RLock() { lockForever(m.ls, m.resource, m.RLockContext, nil) }
+
+// TryRLock takes a read lock if it can at once, and reports whether it did.
+func (m *RWMutex) TryRLock() bool {
+	lk, err := m.ls.TryLock(context.Background(), m.resource, modes.PR, FailFast())
+	if err != nil {
+		return false
+	}
+	m.mu.Lock()
+	m.readers = append(m.readers, lk)
+	m.mu.Unlock()
+	return true
+}
+
+// RUnlock releases one read lock. Like sync.RWMutex, it is a run-time
+// error (a panic) if no read lock is held.
+func (m *RWMutex) RUnlock() {
+	m.mu.Lock()
+	n := len(m.readers)
+	if n == 0 {
+		m.mu.Unlock()
+		panic("dlm: RUnlock of unlocked RWMutex")
+	}
+	lk := m.readers[n-1]
+	m.readers[n-1] = nil
+	m.readers = m.readers[:n-1]
+	m.mu.Unlock()
+	m.release(lk)
+}
+
+// LockContext takes the write lock (EX), waiting as long as ctx allows.
+func (m *RWMutex) LockContext(ctx context.Context, opts ...LockOption) error {
+	lk, err := m.ls.Lock(ctx, m.resource, modes.EX, opts...)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.writer = lk
+	m.mu.Unlock()
+	return nil
+}
+
+// Lock takes the write lock, waiting as long as it takes.
+func (m *RWMutex) Lock() { lockForever(m.ls, m.resource, m.LockContext, nil) }
+
+// TryLock takes the write lock if it can at once, and reports whether it
+// did.
+func (m *RWMutex) TryLock() bool {
+	lk, err := m.ls.TryLock(context.Background(), m.resource, modes.EX, FailFast())
+	if err != nil {
+		return false
+	}
+	m.mu.Lock()
+	m.writer = lk
+	m.mu.Unlock()
+	return true
+}
+
+// Unlock releases the write lock. It is a run-time error (a panic) if the
+// write lock is not held.
+func (m *RWMutex) Unlock() {
+	m.mu.Lock()
+	lk := m.writer
+	m.writer = nil
+	m.mu.Unlock()
+	if lk == nil {
+		panic("dlm: Unlock of unlocked RWMutex")
+	}
+	m.release(lk)
+}
+
+func (m *RWMutex) release(lk *Lock) {
+	if err := lk.Unlock(); err != nil && !errors.Is(err, ErrLockLost) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoQuorum) {
+		m.ls.node.log.Warn("RWMutex unlock", "lockspace", m.ls.name, "resource", m.resource, "err", err)
+	}
+}
+
+// Upgrade turns a read lock the caller holds into the write lock,
+// converting it PR→EX in place: it waits (as long as ctx allows) for the
+// other readers to leave, and is granted before any request that queued
+// after the read lock. With another Upgrade in progress it fails at once
+// with ErrDeadlock (see RWMutex); when it fails for any reason the caller
+// still holds its read lock. On success the caller holds the write lock
+// and releases it with Unlock (or Downgrade).
+func (m *RWMutex) Upgrade(ctx context.Context) error {
+	m.mu.Lock()
+	n := len(m.readers)
+	if n == 0 || m.writer != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("%w: Upgrade without a read lock of this RWMutex", ErrNotHeld)
+	}
+	lk := m.readers[n-1]
+	m.readers[n-1] = nil
+	m.readers = m.readers[:n-1]
+	m.mu.Unlock()
+	err := lk.Convert(ctx, modes.EX)
+	if err != nil && lk.Mode() == modes.EX {
+		// Granted after the caller gave up: back to what it asked to keep.
+		_ = lk.Convert(context.Background(), modes.PR)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.readers = append(m.readers, lk)
+		return err
+	}
+	m.writer = lk
+	return nil
+}
+
+// Downgrade turns the write lock into a read lock, converting it EX→PR in
+// place: it never waits, readers queued behind it are let in at once, and
+// no writer can take the lock in between. The lock keeps its fencing
+// token. The caller then holds a read lock (RUnlock releases it).
+func (m *RWMutex) Downgrade() error {
+	m.mu.Lock()
+	lk := m.writer
+	m.writer = nil
+	m.mu.Unlock()
+	if lk == nil {
+		return fmt.Errorf("%w: Downgrade without the write lock of this RWMutex", ErrNotHeld)
+	}
+	err := lk.Convert(context.Background(), modes.PR)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil && lk.Mode() == modes.EX {
+		m.writer = lk
+		return err
+	}
+	m.readers = append(m.readers, lk)
+	return err
+}
+
+// Token returns the fencing token of the write lock while it is held, 0
+// otherwise: send it with the writes the lock protects.
+func (m *RWMutex) Token() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.writer == nil {
+		return 0
+	}
+	return m.writer.Token()
+}
+
+// RLocker returns a sync.Locker whose Lock and Unlock are RLock and
+// RUnlock.
+func (m *RWMutex) RLocker() sync.Locker { return rlocker{m} }
+
+type rlocker struct{ m *RWMutex }
+
+func (r rlocker) Lock()   { r.m.RLock() }
+func (r rlocker) Unlock() { r.m.RUnlock() }
