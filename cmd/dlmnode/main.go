@@ -57,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "agent":
 		sigs := make(chan os.Signal, 2)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		defer signal.Stop(sigs)
 		return agent.Main(args[1:], stdout, stderr, sigs)
 	case "cluster":
