@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/internal/tlsprobe"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -208,21 +208,6 @@ func TestLinksRefuseWrongCertificates(t *testing.T) {
 	t.Logf("%d calls among the members while the intruders tried", calls)
 }
 
-// presented returns the serial number of the certificate the TLS server
-// at addr presents to a client with cert.
-func presented(t *testing.T, addr string, cert tls.Certificate) string {
-	t.Helper()
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()
-}
-
 func serial(t *testing.T, c tls.Certificate) string {
 	t.Helper()
 	leaf, err := x509.ParseCertificate(c.Certificate[0])
@@ -283,13 +268,13 @@ func TestTLSRotation(t *testing.T) {
 		}
 	}
 	callOK(t, a, "b", 1)
-	old := presented(t, b.addr, probe)
+	old := tlsprobe.Serial(t, b.addr, probe)
 
 	renewed := ca1.node(t, "b")
 	if err := btls.Rotate(renewed, ca1.pool); err != nil {
 		t.Fatal(err)
 	}
-	if got := presented(t, b.addr, probe); got != serial(t, renewed) || got == old {
+	if got := tlsprobe.Serial(t, b.addr, probe); got != serial(t, renewed) || got == old {
 		t.Errorf("after Rotate b presents serial %s, want the new %s (old %s)", got, serial(t, renewed), old)
 	}
 	// The dialling side: a's next dial presents its new certificate.
@@ -323,7 +308,7 @@ func TestTLSRotation(t *testing.T) {
 	if err := btls.Rotate(ca1.issue(t, certSpec{}), ca1.pool); !errors.Is(err, transport.ErrNoIdentity) {
 		t.Errorf("Rotate to a certificate without an identity: %v", err)
 	}
-	if got := presented(t, b.addr, probe); got != serial(t, renewed) {
+	if got := tlsprobe.Serial(t, b.addr, probe); got != serial(t, renewed) {
 		t.Errorf("a refused rotation changed b's certificate to serial %s", got)
 	}
 

@@ -8,14 +8,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"io"
 	"math/big"
-	"net"
 	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/internal/tlsprobe"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -126,25 +125,11 @@ func intruder(t *testing.T, addr string, certs []tls.Certificate) {
 // sends is for lock 666.
 func intruderAs(t *testing.T, addr string, certs []tls.Certificate, hello *wire.Hello) {
 	t.Helper()
-	raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	_ = raw.SetDeadline(time.Now().Add(10 * time.Second))
-	cfg := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
+	var client *tls.Certificate
 	if len(certs) > 0 {
-		// Sent whatever CAs the server names, which Certificates would
-		// not do for a certificate of another CA.
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &certs[0], nil }
+		client = &certs[0]
 	}
-	c := tls.Client(raw, cfg)
-	// With TLS 1.3 the client's side of the handshake may complete before
-	// the server has judged its certificate, so the writes can succeed.
-	_, _ = c.Write(frameOf(t, wire.Header{}, hello))
-	_, _ = c.Write(frameOf(t, wire.Header{ID: 1}, lockReq(666)))
-	_, _ = io.Copy(io.Discard, c) // the alert, or nothing
-	_, _ = io.Copy(io.Discard, raw)
+	tlsprobe.Send(t, addr, client, frameOf(t, wire.Header{}, hello), frameOf(t, wire.Header{ID: 1}, lockReq(666)))
 }
 
 func TestRejectsUnauthenticatedPeer(t *testing.T) {

@@ -10,9 +10,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,25 +21,11 @@ import (
 
 	"github.com/seed-a6839e30/dlm/dlm"
 	"github.com/seed-a6839e30/dlm/internal/certs"
+	"github.com/seed-a6839e30/dlm/internal/tlsprobe"
 	"github.com/seed-a6839e30/dlm/modes"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
-
-// linkSerial returns the serial number of the certificate the link port
-// at addr presents to a TLS client with cert.
-func linkSerial(t *testing.T, addr string, cert tls.Certificate) string {
-	t.Helper()
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()
-}
 
 func fileSerial(t *testing.T, path string) string {
 	t.Helper()
@@ -64,15 +47,8 @@ func loadPair(t *testing.T, dir, name string) tls.Certificate {
 // connection.
 func claimOver(t *testing.T, addr, cluster, claims string, cert tls.Certificate) {
 	t.Helper()
-	raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	_ = raw.SetDeadline(time.Now().Add(10 * time.Second))
-	c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }})
 	lim := wire.DefaultLimits()
+	var frames [][]byte
 	for _, f := range []struct {
 		h wire.Header
 		m wire.Message
@@ -84,9 +60,9 @@ func claimOver(t *testing.T, addr, cluster, claims string, cert tls.Certificate)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = c.Write(frame)
+		frames = append(frames, frame)
 	}
-	_, _ = io.Copy(io.Discard, c)
+	tlsprobe.Send(t, addr, &cert, frames...)
 }
 
 // TestAgentsMTLS: the files of "dlmnode certs" (three commands) run a
@@ -114,10 +90,6 @@ func TestAgentsMTLS(t *testing.T) {
 			"--tls-cert-file", filepath.Join(dir, cert), "--tls-key-file", filepath.Join(dir, key), "--tls-ca-file", caFile,
 			"--gossip-key-file", gossipKey, "--tls-reload-interval", "0"}
 	}})
-	var seeds []string
-	for _, p := range c.procs {
-		seeds = append(seeds, p.gossip)
-	}
 	pool := x509.NewCertPool()
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
@@ -127,26 +99,17 @@ func TestAgentsMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := dlm.DefaultConfig()
-	cfg.Name, cfg.ClusterID, cfg.Members, cfg.Seeds = "t4", cluster, members, seeds
-	cfg.GossipAddr, cfg.LinkAddr, cfg.Lease = "127.0.0.1:0", "127.0.0.1:0", 2*time.Second
-	cfg.TLS = &transport.TLSConfig{Certificate: loadPair(t, dir, "t4"), CAs: pool}
-	if cfg.GossipKey, err = base64Key(key); err != nil {
-		t.Fatal(err)
-	}
-	var t4log lockedBuffer
-	cfg.Logger = slog.New(slog.NewTextHandler(&t4log, nil))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("--- log of t4:\n%s", tail(t4log.String(), 40))
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	node, err := dlm.Start(ctx, cfg)
+	gossip, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(key)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	node := startMember(ctx, t, c, "t4", members, func(cfg *dlm.Config) {
+		cfg.ClusterID, cfg.LinkAddr, cfg.Lease = cluster, "127.0.0.1:0", 2*time.Second
+		cfg.TLS = &transport.TLSConfig{Certificate: loadPair(t, dir, "t4"), CAs: pool}
+		cfg.GossipKey = gossip
+	})
 	defer node.Close()
 	if err := c.waitReady(ctx); err != nil {
 		t.Fatal(err)
@@ -220,7 +183,7 @@ func TestAgentsMTLS(t *testing.T) {
 	}
 	probe := loadPair(t, dir, "t4")
 	for _, a := range members[:3] {
-		if got := linkSerial(t, c.proc(a).link, probe); got != old[a] {
+		if got := tlsprobe.Serial(t, c.proc(a).link, probe); got != old[a] {
 			t.Fatalf("%s's link port presents serial %s before the renewal, want %s", a, got, old[a])
 		}
 	}
@@ -263,7 +226,7 @@ func TestAgentsMTLS(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if got := linkSerial(t, p.link, probe); got != renewed {
+		if got := tlsprobe.Serial(t, p.link, probe); got != renewed {
 			t.Errorf("after SIGHUP %s's link port presents serial %s, want the renewed %s (old %s)", a, got, renewed, old[a])
 		}
 	}
@@ -313,11 +276,6 @@ func TestAgentsMTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d rounds of locks at three masters across the SIGHUP renewal", rounds)
-}
-
-// base64Key decodes a gossip key file as dlmnode certs writes it.
-func base64Key(b []byte) ([]byte, error) {
-	return base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
 }
 
 // TestAgentInsecure: off loopback without TLS an agent process refuses to

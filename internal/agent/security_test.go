@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/seed-a6839e30/dlm/internal/certs"
+	"github.com/seed-a6839e30/dlm/internal/tlsprobe"
 	"github.com/seed-a6839e30/dlm/transport"
 )
 
@@ -129,21 +129,6 @@ func (d *certDir) keyPair(name string) tls.Certificate {
 	return kp
 }
 
-// presentedSerial returns the serial number of the certificate the link
-// listener at addr presents.
-func presentedSerial(t *testing.T, addr string, client tls.Certificate) string {
-	t.Helper()
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{client}, MinVersion: tls.VersionTLS13}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()
-}
-
 // value reads a counter or gauge.
 func value(t *testing.T, m prometheus.Metric) float64 {
 	t.Helper()
@@ -180,7 +165,7 @@ func TestReloadTLS(t *testing.T) {
 	defer stop()
 	addr := linkAddr(t, a)
 	probe := d.keyPair("probe")
-	if got := presentedSerial(t, addr, probe); got != first {
+	if got := tlsprobe.Serial(t, addr, probe); got != first {
 		t.Fatalf("the link port presents serial %s, want %s", got, first)
 	}
 	creds := a.set.creds
@@ -206,7 +191,7 @@ func TestReloadTLS(t *testing.T) {
 	if err := a.ReloadTLS(); err == nil || !strings.Contains(err.Error(), "dlm://dlm/node/other") {
 		t.Errorf("reload of another node's certificate: %v", err)
 	}
-	if got := presentedSerial(t, addr, probe); got != first {
+	if got := tlsprobe.Serial(t, addr, probe); got != first {
 		t.Errorf("after refused reloads the link port presents serial %s, want still %s", got, first)
 	}
 	if errs := value(t, creds.reloads.WithLabelValues("error")); errs < 2 {
@@ -217,7 +202,7 @@ func TestReloadTLS(t *testing.T) {
 	// present the new certificate.
 	_, _, renewed := d.node("solo")
 	deadline := time.Now().Add(10 * time.Second)
-	for presentedSerial(t, addr, probe) != renewed {
+	for tlsprobe.Serial(t, addr, probe) != renewed {
 		if time.Now().After(deadline) {
 			t.Fatalf("the renewed certificate was not picked up within 10 s; reloads ok=%v error=%v",
 				value(t, creds.reloads.WithLabelValues("ok")), value(t, creds.reloads.WithLabelValues("error")))
@@ -235,7 +220,7 @@ func TestReloadTLS(t *testing.T) {
 	if err := a.ReloadTLS(); err != nil {
 		t.Fatal(err)
 	}
-	if got := presentedSerial(t, addr, probe); got != third {
+	if got := tlsprobe.Serial(t, addr, probe); got != third {
 		t.Errorf("after ReloadTLS the link port presents %s, want %s", got, third)
 	}
 }
