@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -186,6 +187,28 @@ func TestLinksRefuseWrongCertificates(t *testing.T) {
 		t.Errorf("the dialler logged no refusal of node4:\n%s", log1.String())
 	}
 
+	// Nor does it send anything to a server that presents a client's
+	// certificate, or a node certificate of another cluster.
+	for i, cert := range []tls.Certificate{
+		ca.issue(t, certSpec{id: transport.Identity{Cluster: cluster, Role: transport.RoleClient, Name: "node5"}}),
+		ca.issue(t, certSpec{id: transport.Identity{Cluster: "other", Role: transport.RoleNode, Name: "node5"}}),
+	} {
+		addr, got := listenerOf(t, cert)
+		name := fmt.Sprintf("node5-%d", i)
+		if err := n1.links.SetPeer(name, addr); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := n1.links.WaitConnected(ctx, name); err == nil {
+			t.Errorf("node1 connected to a server with certificate %d", i)
+		}
+		cancel()
+		n1.links.RemovePeer(name)
+		if n := <-got; n != 0 {
+			t.Errorf("node1 sent %d bytes to a server with certificate %d", n, i)
+		}
+	}
+
 	calls, err := stop()
 	if err != nil {
 		t.Fatalf("the legitimate cluster failed a call meanwhile: %v", err)
@@ -215,6 +238,32 @@ func serial(t *testing.T, c tls.Certificate) string {
 		t.Fatal(err)
 	}
 	return leaf.SerialNumber.String()
+}
+
+// listenerOf is a TLS server presenting cert that reports how many bytes
+// of application data its first connection brought.
+func listenerOf(t *testing.T, cert tls.Certificate) (addr string, got <-chan int) {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAnyClientCert,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan int, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			ch <- -1
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		n, _ := io.Copy(io.Discard, c)
+		ch <- int(n)
+	}()
+	return ln.Addr().String(), ch
 }
 
 // clientSeen is a TLS server that records the serial number of each

@@ -132,9 +132,11 @@ func (c *TLSConfig) server() *tls.Config {
 }
 
 // client is the configuration of the dialling end. It verifies the
-// server's chain against the CAs but not its host name (see TLSConfig);
-// InsecureSkipVerify only turns off the built-in check that
-// VerifyConnection replaces. Without a session cache nothing is resumed.
+// server's chain against the CAs but not its host name (see TLSConfig),
+// and that the server is a node of this certificate's cluster: whoever
+// dials, a link or a client, dials a node. InsecureSkipVerify only turns
+// off the built-in check that VerifyConnection replaces. Without a session
+// cache nothing is resumed.
 func (c *TLSConfig) client() *tls.Config {
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS13,
@@ -151,7 +153,17 @@ func (c *TLSConfig) client() *tls.Config {
 			if err != nil {
 				return err
 			}
-			return verifyChain(cs.PeerCertificates, cr.cas, x509.ExtKeyUsageServerAuth)
+			if err := verifyChain(cs.PeerCertificates, cr.cas, x509.ExtKeyUsageServerAuth); err != nil {
+				return err
+			}
+			id, err := IdentityOf(cs.PeerCertificates[0])
+			switch {
+			case err != nil:
+				return fmt.Errorf("%w: the server is not a node: %v", ErrIdentity, err)
+			case id.Role != RoleNode || id.Cluster != cr.id.Cluster:
+				return fmt.Errorf("%w: the server is %s, not a node of cluster %q", ErrIdentity, id, cr.id.Cluster)
+			}
+			return nil
 		},
 	}
 }
