@@ -55,10 +55,15 @@ type Config struct {
 	// in all (keys 1..32 bytes, values up to 128).
 	Tags map[string]string
 	// TLS, when set, turns on mutual TLS for lock traffic: this node's
-	// certificate and the cluster's CAs; peers without a certificate from
-	// those CAs are refused.
+	// certificate, which must carry its identity (transport.Identity:
+	// dlm://<ClusterID>/node/<Name>), and the cluster's CAs. A peer is
+	// refused unless its certificate is from those CAs and names the node
+	// it says it is. Without it, and off loopback, Start logs a warning
+	// (see Exposures). Rotate it to renew certificates while the node runs.
 	TLS *transport.TLSConfig
-	// GossipKey, when set (16, 24 or 32 bytes), encrypts gossip with AES-GCM.
+	// GossipKey, when set (16, 24 or 32 bytes), encrypts and authenticates
+	// gossip with AES-GCM: only holders of the key take part. Without it,
+	// and off loopback, Start logs a warning (see Exposures).
 	GossipKey []byte
 
 	// Streams replaces the TCP listener for lock traffic (tests use the
@@ -203,6 +208,14 @@ func (c *Config) Validate() error {
 	}
 	if err := membership.ValidateTags(c.Tags); err != nil {
 		bad("Tags: %v", err)
+	}
+	if c.TLS != nil {
+		want := transport.Identity{Cluster: c.ClusterID, Role: transport.RoleNode, Name: c.Name}
+		if id, err := c.TLS.Identity(); err != nil {
+			bad("TLS: %v", err)
+		} else if id != want {
+			bad("TLS: the certificate is %s; this node is %s", id, want)
+		}
 	}
 	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		bad("GossipKey must be 16, 24 or 32 bytes, not %d", n)

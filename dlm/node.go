@@ -92,6 +92,7 @@ func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 		n.log = slog.New(slog.DiscardHandler)
 	}
 	n.log = n.log.With("node", cfg.Name)
+	n.warnExposures()
 	// Lock ids increase for the life of the process; starting at a random
 	// point keeps a restarted node from reusing its previous ids.
 	n.nextLockID.Store(randomUint64() >> 24) // 40 bits: 2^44 ids fit above (see newLockID)

@@ -27,8 +27,14 @@
 // another cluster or version; the dialler also refuses an acceptor that is
 // not the node it meant to reach. With TCPConfig.TLS, mutual TLS runs first
 // and a peer without a certificate from the cluster's CA is refused before
-// it can send anything. Refusals are logged with their reason and counted in
-// dlm_transport_handshakes_rejected_total{reason}.
+// it can send anything; then each side holds the peer to the Identity its
+// certificate carries (dlm://<cluster>/node/<name>): a client certificate,
+// another cluster's, or one naming another node than the Hello (or, for the
+// dialler, than the node dialled, checked before its own Hello goes out) is
+// refused. TLSConfig.Rotate renews the credentials for new connections.
+// Refusals are logged with their reason and counted in
+// dlm_transport_handshakes_rejected_total{reason} (tls, role, identity,
+// cluster, version, ...).
 //
 // # Sending never blocks
 //

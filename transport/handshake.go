@@ -14,7 +14,8 @@ import (
 // answers with its own, the dialer checks that. Each side refuses a peer of
 // another cluster or protocol version; the dialer also refuses an acceptor
 // that is not the node it meant to reach (an address reused by another
-// node). TLS, when on, runs first, under the same deadline.
+// node). TLS, when on, runs first, under the same deadline, and each side
+// then holds the peer to the identity its certificate carries (identity.go).
 
 func (l *Links) hello() *wire.Hello {
 	return &wire.Hello{Version: wire.Version, ClusterID: l.cfg.ClusterID, Node: l.cfg.Name, BootID: l.cfg.BootID}
@@ -52,6 +53,9 @@ func (l *Links) handshakeOut(ctx context.Context, c net.Conn, want string, mine 
 	if err := runTLS(ctx, c); err != nil {
 		return nil, nil, err
 	}
+	if err := l.checkDialled(c, want); err != nil {
+		return nil, nil, err
+	}
 	if err := l.writeHello(c, mine); err != nil {
 		return nil, nil, err
 	}
@@ -75,8 +79,15 @@ func (l *Links) handshakeIn(c net.Conn, fr *frameReader, answer func(*wire.Hello
 	if err := runTLS(ctx, c); err != nil {
 		return nil, err
 	}
+	id, err := l.peerNode(c)
+	if err != nil {
+		return nil, err
+	}
 	h, err := l.readHello(fr)
 	if err != nil {
+		return nil, err
+	}
+	if err := id.claims(h.Node); err != nil {
 		return nil, err
 	}
 	if err := l.writeHello(c, answer(h)); err != nil {

@@ -3,8 +3,6 @@ package transport
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -30,72 +28,14 @@ type handshaker interface {
 type TCPConfig struct {
 	// Addr is the address to listen on, "host:port"; port 0 picks one.
 	Addr string
-	// TLS, when set, turns on mutual TLS: both ends present a certificate
-	// signed by one of TLS.CAs and refuse a peer that does not.
+	// TLS, when set, turns on mutual TLS: both ends present a node
+	// certificate signed by one of TLS.CAs and refuse a peer that does not
+	// (see Identity for what the links check beyond the CA).
 	TLS *TLSConfig
 	// KeepAlive is the TCP keep-alive period of every connection; 0 means
 	// Go's default (15 s). The links' own heartbeat detects dead peers
 	// sooner; keep-alive only cleans up after half-open connections.
 	KeepAlive time.Duration
-}
-
-// TLSConfig is the mutual TLS setup of a cluster: one CA (or a few) signs
-// every node's certificate. Peers are authenticated by the CA alone, not by
-// host name, because nodes dial each other by the addresses that
-// membership gossips, not by names a certificate could list.
-type TLSConfig struct {
-	// Certificate is this node's certificate chain and key. Its leaf must
-	// allow both server and client authentication (ExtKeyUsageServerAuth and
-	// ExtKeyUsageClientAuth), since every node both dials and accepts.
-	Certificate tls.Certificate
-	// CAs are the cluster's certificate authorities.
-	CAs *x509.CertPool
-}
-
-func (c *TLSConfig) validate() error {
-	if len(c.Certificate.Certificate) == 0 || c.Certificate.PrivateKey == nil {
-		return errors.New("transport: TLS needs a certificate and its key")
-	}
-	if c.CAs == nil {
-		return errors.New("transport: TLS needs the cluster CAs")
-	}
-	return nil
-}
-
-func (c *TLSConfig) server() *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{c.Certificate},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    c.CAs,
-	}
-}
-
-// client verifies the server's chain against the CAs but not its host name
-// (see TLSConfig); InsecureSkipVerify only turns off the built-in check that
-// VerifyConnection replaces.
-func (c *TLSConfig) client() *tls.Config {
-	cas := c.CAs
-	return &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		Certificates:       []tls.Certificate{c.Certificate},
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("transport: peer sent no certificate")
-			}
-			inter := x509.NewCertPool()
-			for _, c := range cs.PeerCertificates[1:] {
-				inter.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
-				Roots:         cas,
-				Intermediates: inter,
-				KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			})
-			return err
-		},
-	}
 }
 
 // TCPStreamLayer is a StreamLayer over TCP, optionally with mutual TLS.
@@ -114,8 +54,12 @@ var _ StreamLayer = (*TCPStreamLayer)(nil)
 func ListenTCP(cfg TCPConfig) (*TCPStreamLayer, error) {
 	s := &TCPStreamLayer{dialer: net.Dialer{KeepAlive: cfg.KeepAlive}}
 	if cfg.TLS != nil {
-		if err := cfg.TLS.validate(); err != nil {
+		id, err := cfg.TLS.Identity()
+		if err != nil {
 			return nil, err
+		}
+		if id.Role != RoleNode {
+			return nil, fmt.Errorf("transport: the links need a node certificate, not %s", id)
 		}
 		s.serverTLS, s.clientTLS = cfg.TLS.server(), cfg.TLS.client()
 	}

@@ -100,7 +100,7 @@ func startAgents(sup *proc.Supervisor, s agentSpec, gossip, link, admin []string
 			"--seeds", strings.Join(s.seeds, ","), "--gossip-addr", gossip[i], "--link-addr", link[i],
 			"--admin-addr", admin[i], "--log-format", "json"}
 		if s.lab != nil {
-			args = append(args, "--admin-insecure") // on the lab's private bridge
+			args = append(args, "--admin-insecure", "--insecure") // on the lab's private bridge
 		}
 		args = append(args, s.extra...)
 		spec := proc.Spec{Name: name, Path: s.bin, Args: args, Log: filepath.Join(s.dir, name+".log"),

@@ -100,6 +100,34 @@ func metricValue(text, sample string) float64 {
 	return -1
 }
 
+// startMember starts a member named name embedded in the test, joining
+// the agents of c through their gossip addresses, with what tweak sets
+// beside; its log is shown if the test fails.
+func startMember(ctx context.Context, t *testing.T, c *localCluster, name string, members []string, tweak func(*dlm.Config)) *dlm.Node {
+	t.Helper()
+	var seeds []string
+	for _, p := range c.procs {
+		seeds = append(seeds, p.gossip)
+	}
+	cfg := dlm.DefaultConfig()
+	cfg.Name, cfg.Members, cfg.Seeds, cfg.GossipAddr = name, members, seeds, "127.0.0.1:0"
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	log := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- log of %s:\n%s", name, tail(log.String(), 40))
+		}
+	})
+	node, err := dlm.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
 // resourceOn returns a resource name that master masters in the current
 // view.
 func resourceOn(t *testing.T, ls *dlm.Lockspace, prefix, master string) string {
@@ -149,26 +177,9 @@ func TestAgentsCluster(t *testing.T) {
 			return args
 		},
 	})
-	var seeds []string
-	for _, p := range c.procs {
-		seeds = append(seeds, p.gossip)
-	}
-	cfg := dlm.DefaultConfig()
-	cfg.Name, cfg.Members, cfg.Seeds, cfg.GossipAddr = "t4", members, seeds, "127.0.0.1:0"
-	cfg.Lease = lease
-	var t4log lockedBuffer
-	cfg.Logger = slog.New(slog.NewTextHandler(&t4log, nil))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("--- log of t4:\n%s", tail(t4log.String(), 40))
-		}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	node, err := dlm.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := startMember(ctx, t, c, "t4", members, func(cfg *dlm.Config) { cfg.Lease = lease })
 	defer node.Close()
 	if err := c.waitReady(ctx); err != nil {
 		t.Fatal(err)

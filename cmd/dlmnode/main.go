@@ -4,6 +4,7 @@
 //	dlmnode cluster [flags]    start a local cluster of agent processes
 //	dlmnode status [flags]     a node's (or the cluster's) state, from its admin address
 //	dlmnode lockdump [flags]   the locks a node (or every node) masters
+//	dlmnode certs ca|node|client [flags]   make a cluster's CA and its certificates
 //	dlmnode demo [flags]       start a local cluster and run the coupon scenario
 //
 // Run "dlmnode <command> -h" for a command's flags; docs/operations.md is
@@ -39,6 +40,8 @@ commands:
             node's), from its admin address
   lockdump  show the locks on the resources a node masters (--cluster:
             every node's), from its admin address
+  certs     make a cluster's certificates for mutual TLS: "certs ca", then
+            "certs node NAME[=HOST,...] ..." and "certs client NAME ..."
   demo      start a local cluster over loopback TCP and run the coupon
             scenario: first-come coupons issued under an EX lock into a store
             that refuses stale fencing tokens
@@ -54,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "agent":
 		sigs := make(chan os.Signal, 2)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		defer signal.Stop(sigs)
 		return agent.Main(args[1:], stdout, stderr, sigs)
 	case "cluster":
@@ -63,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitCode(stderr, "status", statusMain(args[1:], stdout, stderr))
 	case "lockdump":
 		return exitCode(stderr, "lockdump", lockdumpMain(args[1:], stdout, stderr))
+	case "certs":
+		return exitCode(stderr, "certs", certsMain(args[1:], stdout, stderr))
 	case "demo":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()

@@ -46,7 +46,8 @@ var ErrForced = errors.New("second signal: exited at once, without leaving the c
 
 // Main runs dlmnode agent with args: it returns the process's exit
 // status: 0 after a clean leave, 2 for a bad flag, setting or address, 1
-// otherwise. signals delivers SIGINT and SIGTERM.
+// otherwise. signals delivers SIGINT and SIGTERM, which stop the agent,
+// and SIGHUP, which reloads its TLS files.
 func Main(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int {
 	cfg, err := Parse(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
@@ -89,6 +90,11 @@ func New(cfg Config, logOut io.Writer) (*Agent, error) {
 	// registers them; the library registers only its own.
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.set.node.Logger, a.set.node.Registerer = a.log, a.reg
+	if set.creds != nil {
+		if err := set.creds.start(a.log, a.reg); err != nil {
+			return nil, err
+		}
+	}
 	a.gather = newGatherer(set.token)
 	return a, nil
 }
@@ -158,35 +164,61 @@ func (a *Agent) AdminAddr() string { return a.admin.Addr().String() }
 func (a *Agent) Node() *dlm.Node { return a.node.Load() }
 
 // Run starts the admin server and the node, and runs until a signal: the
-// first leaves the cluster cleanly (releasing this node's locks) and Run
-// returns nil once done; a second, before that, makes Run return
-// ErrForced at once.
+// first SIGINT or SIGTERM leaves the cluster cleanly (releasing this
+// node's locks) and Run returns nil once done; a second, before that,
+// makes Run return ErrForced at once. SIGHUP reloads the TLS files
+// (ReloadTLS) and nothing else.
 func (a *Agent) Run(signals <-chan os.Signal) error {
-	return untilSignals(signals, a.log, a.serve)
+	return untilSignals(signals, a.log, func() { _ = a.ReloadTLS() }, a.serve)
 }
 
-// untilSignals runs work until it returns; the first signal cancels its
-// context (work then stops cleanly), a second makes untilSignals return
-// ErrForced without waiting for work any longer.
-func untilSignals(signals <-chan os.Signal, log *slog.Logger, work func(context.Context) error) error {
+// ReloadTLS reads the TLS certificate, key and CAs again: connections
+// made from now on, dialled or accepted, use them, and established ones
+// keep theirs until they end. Files that do not load (or name another
+// node) are refused, logged and counted, and the credentials in use stay.
+func (a *Agent) ReloadTLS() error {
+	if a.set.creds == nil {
+		a.log.Info("SIGHUP: " + errNoTLS.Error())
+		return errNoTLS
+	}
+	return a.set.creds.reload("SIGHUP")
+}
+
+// untilSignals runs work until it returns; the first stopping signal
+// cancels its context (work then stops cleanly), a second makes
+// untilSignals return ErrForced without waiting for work any longer.
+// SIGHUP calls hup instead, at any time.
+func untilSignals(signals <-chan os.Signal, log *slog.Logger, hup func(), work func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- work(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case sig := <-signals:
-		log.Info("signal: leaving the cluster; a second signal exits at once", "signal", sig.String())
-		cancel()
+	// next waits for work to end (ok false) or for a stopping signal.
+	next := func() (os.Signal, bool, error) {
+		for {
+			select {
+			case err := <-done:
+				return nil, false, err
+			case sig := <-signals:
+				if sig == syscall.SIGHUP {
+					hup()
+					continue
+				}
+				return sig, true, nil
+			}
+		}
 	}
-	select {
-	case err := <-done:
+	sig, ok, err := next()
+	if !ok {
 		return err
-	case sig := <-signals:
-		log.Warn("second signal: exiting without leaving cleanly", "signal", sig.String())
-		return ErrForced
 	}
+	log.Info("signal: leaving the cluster; a second signal exits at once", "signal", sig.String())
+	cancel()
+	if sig, ok, err = next(); !ok {
+		return err
+	}
+	log.Warn("second signal: exiting without leaving cleanly", "signal", sig.String())
+	return ErrForced
 }
 
 // serve runs the servers and the node until ctx ends, then stops them.
@@ -201,6 +233,12 @@ func (a *Agent) serve(ctx context.Context) error {
 	a.log.Info("admin server listening", "addr", a.AdminAddr(), "advertised", a.set.node.Tags[AdminTag], "token", a.set.token != "")
 	// A client port's server would start here too, once the node serves.
 
+	if a.set.creds != nil && a.cfg.TLSReloadInterval > 0 {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() { defer close(watched); a.set.creds.watch(watchCtx, a.cfg.TLSReloadInterval) }()
+		defer func() { stopWatch(); <-watched }()
+	}
 	cfg := a.set.node
 	a.log.Info("joining the cluster", "name", cfg.Name, "members", cfg.Members, "seeds", cfg.Seeds,
 		"gossip", cfg.GossipAddr, "link", cfg.LinkAddr)

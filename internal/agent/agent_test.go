@@ -30,7 +30,7 @@ func TestUntilSignals(t *testing.T) {
 	stopping := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- untilSignals(sigs, log, func(ctx context.Context) error {
+		done <- untilSignals(sigs, log, func() { t.Error("hup called without SIGHUP") }, func(ctx context.Context) error {
 			<-ctx.Done()
 			close(stopping)
 			<-release // a leave that takes long
@@ -56,7 +56,7 @@ func TestUntilSignals(t *testing.T) {
 	close(release)
 
 	sigs2 := make(chan os.Signal, 1)
-	err := untilSignals(sigs2, log, func(ctx context.Context) error {
+	err := untilSignals(sigs2, log, func() {}, func(ctx context.Context) error {
 		sigs2 <- syscall.SIGTERM
 		<-ctx.Done()
 		return nil
@@ -64,6 +64,28 @@ func TestUntilSignals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("clean stop: %v", err)
 	}
+
+	// SIGHUP, before the stop and during it, reloads and stops nothing.
+	sigs3 := make(chan os.Signal, 1)
+	hups := make(chan struct{}, 2)
+	stopped := make(chan struct{})
+	err = untilSignals(sigs3, log, func() { hups <- struct{}{} }, func(ctx context.Context) error {
+		sigs3 <- syscall.SIGHUP
+		<-hups
+		if ctx.Err() != nil {
+			t.Error("SIGHUP stopped the work")
+		}
+		sigs3 <- syscall.SIGTERM
+		<-ctx.Done()
+		sigs3 <- syscall.SIGHUP // while leaving: not a second signal
+		<-hups
+		close(stopped)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("SIGHUP, SIGTERM, SIGHUP: %v", err)
+	}
+	<-stopped
 }
 
 // runAgent starts an in-process agent of a one-member cluster on ports the

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -63,10 +61,23 @@ type Config struct {
 	// raw or base64.
 	GossipKeyFile string
 	// TLSCertFile, TLSKeyFile and TLSCAFile (PEM) turn on mutual TLS on
-	// the lock links: all three or none.
+	// the lock links: all three or none. The certificate must carry this
+	// node's identity (dlm://<ClusterID>/node/<Name>; dlmnode certs makes
+	// such certificates). SIGHUP reloads them.
 	TLSCertFile string
 	TLSKeyFile  string
 	TLSCAFile   string
+	// TLSReloadInterval is how often the TLS files are checked for a
+	// change (size or modification time), which reloads them as SIGHUP
+	// does; 0 turns the check off. Default 1m: a renewal by a tool that
+	// only replaces the files (cert-manager, Vault agent) is picked up
+	// within a minute, at the cost of three stats.
+	TLSReloadInterval time.Duration
+
+	// Insecure allows the links and gossip to bind beyond loopback without
+	// TLS and a gossip key. Off, such a bind is refused: anyone who could
+	// reach the port could speak as a member.
+	Insecure bool
 
 	// Lease, Heartbeat and DeadlockWait: see dlm.Config (Lease,
 	// HeartbeatInterval, DeadlockWait); the defaults are dlm's.
@@ -107,6 +118,8 @@ func DefaultConfig() Config {
 		DeadlockWait: d.DeadlockWait,
 		LogLevel:     "info",
 		LogFormat:    "text",
+
+		TLSReloadInterval: time.Minute,
 	}
 }
 
@@ -126,7 +139,11 @@ Runs one node of a dlm cluster: it joins the members through the seeds,
 masters its share of the resources, and serves the admin HTTP endpoints
 (/metrics, /healthz, /readyz, /debug/pprof/, /v1/status, /v1/locks and a
 page at /). SIGINT or SIGTERM releases its locks and leaves the cluster; a
-second signal exits at once.
+second signal exits at once. SIGHUP reloads the TLS certificate, key and
+CAs: new connections use them, established ones keep theirs.
+
+Off loopback, the links need TLS (--tls-*-file) and gossip a key
+(--gossip-key-file), or --insecure; dlmnode certs makes all of them.
 
 Every flag can also be set by an environment variable, DLM_ and the flag's
 name in capitals with dashes as underscores (DLM_NAME, DLM_MEMBERS,
@@ -158,6 +175,8 @@ func (c *Config) flagSet(out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "PEM certificate of this node, for mutual TLS on the lock links")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "PEM private key of --tls-cert-file")
 	fs.StringVar(&c.TLSCAFile, "tls-ca-file", c.TLSCAFile, "PEM certificates of the CAs that sign every node's certificate")
+	fs.Var((*durationValue)(&c.TLSReloadInterval), "tls-reload-interval", "how often the TLS files are checked for a change, which reloads them as SIGHUP does (0: only on SIGHUP)")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow --link-addr and --gossip-addr beyond loopback without TLS and a gossip key: anyone who reaches them can speak as a member")
 	fs.Var((*durationValue)(&c.Lease), "lease", "quorum lease: a node cut off from a majority stops serving this long after it last heard from one")
 	fs.Var((*durationValue)(&c.Heartbeat), "heartbeat", "how often the lease is renewed (at most half of --lease)")
 	fs.Var((*durationValue)(&c.DeadlockWait), "deadlock-wait", "how long a request waits before deadlock detection across nodes looks at it (0: off)")
@@ -231,6 +250,7 @@ func (c *Config) Validate() error {
 // settings is a validated configuration, with the files it names read.
 type settings struct {
 	node           dlm.Config
+	creds          *credentials // nil without TLS; node.TLS is its configuration
 	adminAddr      string
 	adminAdvertise string // host:port, "" if none could be derived
 	token          string
@@ -316,7 +336,7 @@ func (c *Config) build() (settings, error) {
 		return s, err
 	}
 	adminHost, adminPort, _ := net.SplitHostPort(c.AdminAddr)
-	if !loopback(adminHost) && s.token == "" && !c.AdminInsecure {
+	if !dlm.LoopbackAddr(c.AdminAddr) && s.token == "" && !c.AdminInsecure {
 		return s, usageError("--admin-addr %q is not a loopback address: set --admin-token-file, or --admin-insecure to serve the admin endpoints to anyone who can reach them", c.AdminAddr)
 	}
 	s.adminAddr = c.AdminAddr
@@ -345,8 +365,19 @@ func (c *Config) build() (settings, error) {
 	if n.GossipKey, err = readGossipKey(c.GossipKeyFile); err != nil {
 		return s, err
 	}
-	if n.TLS, err = loadTLS(c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile); err != nil {
+	if s.creds, err = loadCredentials(c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile, transport.Identity{Cluster: c.ClusterID, Role: transport.RoleNode, Name: c.Name}); err != nil {
 		return s, err
+	}
+	if s.creds != nil {
+		n.TLS = s.creds.tls
+	}
+	if c.TLSReloadInterval < 0 {
+		return s, usageError("--tls-reload-interval %v: must not be negative", c.TLSReloadInterval)
+	}
+	if !c.Insecure {
+		if err := refuseExposures(&n); err != nil {
+			return s, err
+		}
 	}
 	if s.adminAdvertise != "" {
 		n.Tags = map[string]string{AdminTag: "http://" + s.adminAdvertise}
@@ -384,14 +415,6 @@ func checkAddr(addr string, advertised bool) error {
 func unspecified(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "" || (ip != nil && ip.IsUnspecified())
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func readToken(path string) (string, error) {
@@ -432,35 +455,6 @@ func readGossipKey(path string) ([]byte, error) {
 		return []byte(text), nil
 	}
 	return nil, usageError("--gossip-key-file %s: want a key of 16, 24 or 32 bytes, raw or base64 (head -c 32 /dev/urandom | base64)", path)
-}
-
-func loadTLS(certFile, keyFile, caFile string) (*transport.TLSConfig, error) {
-	if certFile == "" && keyFile == "" && caFile == "" {
-		return nil, nil
-	}
-	switch {
-	case certFile == "":
-		return nil, usageError("--tls-cert-file is required with --tls-key-file or --tls-ca-file")
-	case keyFile == "":
-		return nil, usageError("--tls-key-file is required with --tls-cert-file")
-	case caFile == "":
-		return nil, usageError("--tls-ca-file is required with --tls-cert-file: peers are checked against the cluster's CA")
-	}
-	for _, f := range []struct{ flag, path string }{{"--tls-cert-file", certFile}, {"--tls-key-file", keyFile}, {"--tls-ca-file", caFile}} {
-		if _, err := os.ReadFile(f.path); err != nil {
-			return nil, usageError("%s: %v", f.flag, err)
-		}
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, usageError("--tls-cert-file %s, --tls-key-file %s: %v", certFile, keyFile, err)
-	}
-	pem, _ := os.ReadFile(caFile)
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, usageError("--tls-ca-file %s: no PEM certificate in it", caFile)
-	}
-	return &transport.TLSConfig{Certificate: cert, CAs: pool}, nil
 }
 
 // listValue is a flag holding a list: each use appends, commas separate

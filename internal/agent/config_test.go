@@ -1,23 +1,19 @@
 package agent
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"io"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-a6839e30/dlm/internal/certs"
+	"github.com/seed-a6839e30/dlm/transport"
 )
 
 func base(extra ...string) []string {
@@ -40,7 +36,9 @@ func TestParseErrors(t *testing.T) {
 	empty := writeFile(t, "empty", "\n")
 	shortKey := writeFile(t, "key", "tooshort")
 	missing := filepath.Join(t.TempDir(), "missing.pem")
-	cert, key, ca := testCerts(t)
+	cert, key, ca := testCerts(t, "dlm", "a")
+	otherCert, otherKey, _ := testCerts(t, "dlm", "b")
+	_, _, otherCA := testCerts(t, "dlm", "a")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -69,6 +67,14 @@ func TestParseErrors(t *testing.T) {
 		{"tls ca garbage", base("--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-file", garbage), nil, []string{"--tls-ca-file", "no PEM certificate"}},
 		{"tls without key", base("--tls-cert-file", cert), nil, []string{"--tls-key-file is required"}},
 		{"tls without ca", base("--tls-cert-file", cert, "--tls-key-file", key), nil, []string{"--tls-ca-file is required"}},
+		{"tls another node's certificate", base("--tls-cert-file", otherCert, "--tls-key-file", otherKey, "--tls-ca-file", ca), nil, []string{"--tls-cert-file", "dlm://dlm/node/b", "this node is dlm://dlm/node/a", "dlmnode certs node a"}},
+		{"tls another cluster's certificate", base("--cluster-id", "prod", "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-file", ca), nil, []string{"--tls-cert-file", "dlm://prod/node/a"}},
+		{"tls key of another certificate", base("--tls-cert-file", cert, "--tls-key-file", otherKey, "--tls-ca-file", ca), nil, []string{"--tls-key-file", "private key does not match"}},
+		{"tls certificate of another CA", base("--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-file", otherCA), nil, []string{"--tls-cert-file", "does not verify against --tls-ca-file", "unknown authority"}},
+		{"tls bad reload interval", base("--tls-reload-interval", "-1s"), nil, []string{"--tls-reload-interval"}},
+		{"links beyond loopback without TLS", base("--link-addr", "10.255.255.1:7947"), nil, []string{`--link-addr "10.255.255.1:7947" is not a loopback address`, "--tls-cert-file", "dlmnode certs", "--insecure"}},
+		{"links on every interface without TLS", base("--link-addr", "0.0.0.0:7947", "--link-advertise", "10.0.0.1:7947"), nil, []string{"--link-addr", "--tls-cert-file", "--insecure"}},
+		{"gossip beyond loopback without a key", base("--gossip-addr", "10.255.255.1:7946"), nil, []string{`--gossip-addr "10.255.255.1:7946" is not a loopback address`, "--gossip-key-file", "--insecure"}},
 		{"gossip key missing", base("--gossip-key-file", missing), nil, []string{"--gossip-key-file", "no such file"}},
 		{"gossip key short", base("--gossip-key-file", shortKey), nil, []string{"--gossip-key-file", "16, 24 or 32"}},
 		{"token missing", base("--admin-token-file", missing), nil, []string{"--admin-token-file", "no such file"}},
@@ -108,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 // the result carries what the node needs (advertised addresses, the admin
 // tag, the TLS setup and the gossip key read from their files).
 func TestParseSources(t *testing.T) {
-	cert, key, ca := testCerts(t)
+	cert, key, ca := testCerts(t, "prod", "n1")
 	gossipKey := writeFile(t, "gossip.key", base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))+"\n")
 	token := writeFile(t, "token", "s3cret\n")
 	file := writeFile(t, "dlm.toml", `
@@ -178,42 +184,23 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// testCerts writes a CA and a node certificate signed by it, good for both
-// ends of a link, and returns the files.
-func testCerts(t *testing.T) (cert, key, ca string) {
+// testCerts writes a CA of cluster and a node certificate for name signed
+// by it, as dlmnode certs does, and returns the files.
+func testCerts(t *testing.T, cluster, name string) (cert, key, ca string) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	dir := t.TempDir()
+	c, caPEM, caKey, err := certs.NewCA(cluster, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	certPEM, keyPEM, _, err := c.Issue(transport.Identity{Cluster: cluster, Role: transport.RoleNode, Name: name}, nil, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	nodeKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+	certFile, keyFile := certs.NodeFiles(name)
+	if err := certs.WriteFiles(dir, false, certs.File{Name: certs.CAFile, Data: caPEM}, certs.File{Name: certs.CAKeyFile, Data: caKey},
+		certs.File{Name: certFile, Data: certPEM}, certs.File{Name: keyFile, Data: keyPEM}); err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "node"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &nodeKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(nodeKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := func(typ string, b []byte) string { return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b})) }
-	return writeFile(t, "node.pem", enc("CERTIFICATE", der)), writeFile(t, "node-key.pem", enc("EC PRIVATE KEY", keyDER)), writeFile(t, "ca.pem", enc("CERTIFICATE", caDER))
+	return filepath.Join(dir, certFile), filepath.Join(dir, keyFile), filepath.Join(dir, certs.CAFile)
 }
