@@ -35,7 +35,7 @@ func TestMajorityAndWindows(t *testing.T) {
 		t.Fatal("a majority with three of five agents down")
 	}
 	h := check.NewHistory(nil)
-	r := newRecorder(h, []string{"n1", "n2", "n3"}, 0)
+	r := newRecorder(h, []string{"n1", "n2", "n3"}, 3, 0)
 	r.changes = []time.Duration{10 * time.Second}
 	r.windows = []check.Window{{From: 0, To: 20 * time.Second}}
 	r.in = false

@@ -94,7 +94,7 @@ func Markdown(r Run) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %.2f %% |\n", a.name, a.a.Measured.Round(time.Second), a.a.Slots, a.a.Available, 100*a.a.Share)
 	}
 	b.WriteString("\n## Time from each fault to the next grant\n\n")
-	b.WriteString("For kill-holder: the killed holder's lock granted to a client of another agent; otherwise any grant.\n\n")
+	b.WriteString("For kill-holder, pause-holder and partition-holder: the struck holder's lock granted to a client of another process (a client in the harness asks for it just before the fault); for the others, any grant.\n\n")
 	b.WriteString("| nemesis | faults | median | p99 | max | never |\n|---|--:|--:|--:|--:|--:|\n")
 	kinds := make([]string, 0, len(v.ByKind))
 	for k := range v.ByKind {

@@ -125,8 +125,12 @@ func Judge(in Input) Verdict {
 		if len(e.Nodes) == 1 {
 			f.Node = e.Nodes[0]
 		}
-		if e.Kind != nemesis.KillHolder {
-			f.Resource = "" // only a killed holder's lock must move
+		switch e.Kind {
+		case nemesis.KillHolder, nemesis.PauseHolder, nemesis.PartHolder:
+			// The struck holder's lock must move: a witness asked for
+			// it just before the fault.
+		default:
+			f.Resource = ""
 		}
 		faults = append(faults, f)
 	}
