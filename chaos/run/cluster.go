@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/nemesis"
@@ -109,4 +110,26 @@ func (c *cluster) Master(rng *rand.Rand) (int, string, bool) {
 		}
 	}
 	return -1, "", false
+}
+
+// restartDown starts every process that is down (a restart the nemesis
+// could not finish, a process that exited by itself), so that the next
+// fault strikes a whole cluster. It returns the processes that had exited
+// on their own, which is a bug: nothing in a run ends one but the
+// harness.
+func (c *cluster) restartDown() (died []string, err error) {
+	var errs []error
+	for i := range c.Procs() {
+		if c.Up(i) {
+			continue
+		}
+		p := c.proc(i)
+		if exit, killed := p.ExitErr(); !killed {
+			died = append(died, fmt.Sprintf("%s exited by itself (%v); see %s", c.Name(i), exit, p.Spec().Log))
+		}
+		if err := c.Start(i); err != nil {
+			errs = append(errs, fmt.Errorf("restarting %s: %w", c.Name(i), err))
+		}
+	}
+	return died, errors.Join(errs...)
 }

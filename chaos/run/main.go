@@ -58,6 +58,7 @@ type options struct {
 	network                  string
 	control                  bool
 	settle, lease            time.Duration
+	pace                     string
 }
 
 func main() {
@@ -90,6 +91,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.network, "network", "auto", "network namespaces: auto (when root), on (fail without), off")
 	fs.BoolVar(&o.control, "control", false, "the control experiment: agents run with their lock-delay off (an unsafe setting only the harness uses); the checkers must report violations")
 	fs.DurationVar(&o.settle, "settle", 6*time.Second, "the recovery after each fault or heal left out of the settled availability")
+	fs.StringVar(&o.pace, "pace", "normal", "the schedule's pace: normal (2-4 s quiet after each heal, partitions of 4-10 s) or fast (1-2 s quiet, partitions of 2-5 s: more faults an hour)")
 	fs.DurationVar(&o.lease, "lease", 0, "the members' quorum lease (dlmnode agent --lease); pauses and long holds scale with it (default 1.5s, the agents' own; 6s with -control)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go -C chaos/run run . [flags]\n\nflags:\n")
@@ -113,6 +115,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-rounds %d: want 1..1000", o.rounds)
 	case o.duration < 0 || o.duration > 24*time.Hour:
 		return o, fmt.Errorf("-duration %v: want 0..24h", o.duration)
+	case o.pace != "normal" && o.pace != "fast":
+		return o, fmt.Errorf("-pace %q: want normal or fast", o.pace)
 	case o.network != "auto" && o.network != "on" && o.network != "off":
 		return o, fmt.Errorf("-network %q: want auto, on or off", o.network)
 	}
@@ -432,12 +436,21 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	sleepCtx(ctx, 2*time.Second)
 	tm := nemesis.DefaultTiming()
 	tm.Lease = o.lease
+	if o.pace == "fast" {
+		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = time.Second, 2*time.Second, 2*time.Second, 5*time.Second
+	}
 	steps := nemesis.Schedule(o.seed, kinds, o.duration, o.rounds, tm)
 	var events []nemesis.Event
+	var exits []string // processes that exited on their own
 	deadline := started.Add(o.duration)
 	for i, s := range steps {
 		if ctx.Err() != nil || (i >= len(kinds)*o.rounds && time.Now().After(deadline)) {
 			break
+		}
+		died, err := cl.restartDown()
+		exits = append(exits, died...)
+		if err != nil {
+			fmt.Fprintln(stderr, "chaos:", err)
 		}
 		ev := nemesis.Strike(ctx, s, cl, cl, rec)
 		events = append(events, ev)
@@ -447,6 +460,13 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	// Let the last recovery finish, then stop the workers (their clients
 	// stop with them) and read the counter.
 	sleepCtx(ctx, 5*time.Second)
+	for i := range cl.Procs() {
+		if p := cl.proc(i); !cl.Up(i) {
+			if exit, killed := p.ExitErr(); !killed {
+				exits = append(exits, fmt.Sprintf("%s exited by itself (%v); see %s", cl.Name(i), exit, p.Spec().Log))
+			}
+		}
+	}
 	if err := ws.quiesce(30 * time.Second); err != nil {
 		fmt.Fprintln(stderr, "chaos: stopping the clients:", err)
 	}
@@ -475,8 +495,15 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	majority, settled := rec.Windows(end, o.settle)
 	fmt.Fprintln(stdout, "chaos: checking")
 	v := verdict.Judge(verdict.Input{History: h, Results: results, Events: events, Majority: majority, Settled: settled,
-		Probe:        check.AvailabilityOptions{Prefix: workload.ProbePrefix, Slot: 100 * time.Millisecond, Within: wcfg.ProbeWithin},
-		CheckTimeout: 2 * time.Minute, Dir: o.out})
+		Probe: check.AvailabilityOptions{Prefix: workload.ProbePrefix, Slot: 100 * time.Millisecond, Within: wcfg.ProbeWithin},
+		// porcupine's work grows with the history: about 3 s per 100 s
+		// of run here, so the bounds grow with it, far above need.
+		CheckTimeout: max(2*time.Minute, end/4), MaxSteps: max(5_000_000, 100*int64(len(h.Records()))),
+		Dir: o.out})
+	for _, x := range exits {
+		v.OK = false
+		v.Violations = append(v.Violations, "[process] "+x)
+	}
 	journal, err := os.ReadFile(filepath.Join(o.out, "history.jsonl"))
 	if err != nil {
 		return false, err

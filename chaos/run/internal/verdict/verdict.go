@@ -27,8 +27,10 @@ type Input struct {
 	Majority, Settled []check.Window
 	// Probe options for availability.
 	Probe check.AvailabilityOptions
-	// CheckTimeout bounds porcupine.
+	// CheckTimeout bounds porcupine; MaxSteps bounds its steps per
+	// resource (0: chaos/check's default).
 	CheckTimeout time.Duration
+	MaxSteps     int64
 	// Dir receives porcupine's visualizations and dumps on failure.
 	Dir string
 }
@@ -74,7 +76,7 @@ type FrozenStats struct {
 
 // Judge runs the checkers.
 func Judge(in Input) Verdict {
-	opts := check.Options{Checks: check.DefaultChecks, Timeout: in.CheckTimeout, VisualizationDir: in.Dir,
+	opts := check.Options{Checks: check.DefaultChecks, Timeout: in.CheckTimeout, MaxSteps: in.MaxSteps, VisualizationDir: in.Dir,
 		Name: "run"} // an inconclusive check fails the verdict (check's default)
 	res := check.Check(in.History, opts)
 	v := Verdict{Stats: res.Stats, Files: res.Files, ByKind: make(map[string]RecoveryStats)}
