@@ -238,10 +238,12 @@ func (r *Runner) newID() int {
 }
 
 // Witness asks for resource in EX as a new client of the runner's first
-// service, with a deadline of d, and lets go once granted: started just
-// before a nemesis strikes the resource's holder, its grant is the moment
-// the lock could be had elsewhere (check.TimeToGrant). It returns once the
-// request is recorded; Run waits for it to end.
+// service, with a deadline of d, writes the register once under its token
+// when granted, and lets go: started just before a nemesis strikes the
+// resource's holder, its grant is the moment the lock could be had
+// elsewhere (check.TimeToGrant), and its write is the newer one a paused
+// holder's late write meets. It returns once the request is recorded; Run
+// waits for it to end.
 func (r *Runner) Witness(ctx context.Context, resource string, d time.Duration) {
 	c := &client{r: r, id: r.newID(), svc: r.services[0]}
 	op := r.h.Acquire(c.id, c.svc.Node, resource, modes.EX)
@@ -254,6 +256,12 @@ func (r *Runner) Witness(ctx context.Context, resource string, d time.Duration) 
 			return
 		}
 		op.Granted(lk.Mode(), lk.Token())
+		select {
+		case <-lk.Lost():
+			r.h.Lost(c.id, c.svc.Node, resource)
+		default:
+			c.write(resource, lk.Token())
+		}
 		c.unlock(resource, lk)
 	})
 }
