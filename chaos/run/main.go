@@ -524,7 +524,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	}
 	rep := report.Run{Command: "go -C chaos/run run . " + strings.Join(args, " "), Seed: o.seed, Nodes: o.nodes,
 		Clients: results.Clients, Network: lab != nil, Control: o.control, Started: started, Duration: end,
-		Events: events, Verdict: v, SelfTest: selfTest, Majority: majority, Grants: grants}
+		Events: events, Verdict: v, SelfTest: selfTest, Majority: majority, Settle: o.settle, Grants: grants}
 	if lab == nil {
 		rep.Notes = append(rep.Notes, "network nemeses skipped: not root (or -network off)")
 	}

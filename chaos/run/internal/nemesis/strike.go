@@ -72,8 +72,12 @@ type Targets interface {
 }
 
 // witnessLead is how long a witness's request has to reach the
-// resource's master before the nemesis strikes.
-const witnessLead = 50 * time.Millisecond
+// resource's master before the nemesis strikes; holderWait how long a
+// nemesis aimed at a holder waits for one.
+const (
+	witnessLead = 50 * time.Millisecond
+	holderWait  = 3 * time.Second
+)
 
 // Recorder is told what the nemeses do, for the history and the report.
 type Recorder interface {
@@ -160,6 +164,18 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 		return out
 	}
 	pick := func() int { a := alive(); return a[rng.IntN(len(a))] }
+	// holder waits a little for a long holder: they let go and take
+	// their lock again all the time.
+	holder := func() (Holder, bool) {
+		deadline := time.Now().Add(holderWait)
+		for {
+			h, ok := tg.Holder(rng)
+			if ok || time.Now().After(deadline) || ctx.Err() != nil {
+				return h, ok
+			}
+			hold(20 * time.Millisecond)
+		}
+	}
 	net := func(f netlab.Faults, text string) {
 		mark(-1, "", nil, text+": "+f.Describe(c.Name))
 		if err := c.Apply(f); err != nil {
@@ -188,7 +204,7 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 		switch s.Kind {
 		case KillHolder:
 			var h Holder
-			if h, ok = tg.Holder(rng); ok {
+			if h, ok = holder(); ok {
 				node, res = h.Node, h.Resource
 			}
 		case KillMaster:
@@ -202,15 +218,18 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 			hold(witnessLead)
 		}
 		text := fmt.Sprintf("%s %s", s.Kind, c.Name(node))
-		if res != "" {
+		switch {
+		case res != "":
 			text += " (" + res + ")"
+		case s.Kind == KillHolder || s.Kind == KillMaster:
+			text += " (no target found: a random agent)"
 		}
 		mark(node, res, []int{node}, fmt.Sprintf("%s, down %v", text, s.Hold.Round(time.Millisecond)))
 		kill([]int{node})
 		hold(s.Hold)
 		restart([]int{node})
 	case PauseHolder:
-		h, ok := tg.Holder(rng)
+		h, ok := holder()
 		node, res := pick(), ""
 		armed := false
 		if ok {
@@ -234,7 +253,7 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 			errs = append(errs, err)
 		}
 	case PartHolder:
-		h, ok := tg.Holder(rng)
+		h, ok := holder()
 		node, res := pick(), ""
 		if ok {
 			node, res = h.Node, h.Resource

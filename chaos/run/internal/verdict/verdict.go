@@ -52,8 +52,11 @@ type Verdict struct {
 	Election     check.ElectionResult `json:"election"`
 	FrozenWrites FrozenStats          `json:"frozen_writes"`
 	Faults       int                  `json:"faults"`
-	Skipped      []string             `json:"skipped_faults"`
-	Files        []string             `json:"files"`
+	// Unaimed counts the faults aimed at a holder that found none and
+	// struck at random: left out of the times to a grant.
+	Unaimed int      `json:"unaimed_faults"`
+	Skipped []string `json:"skipped_faults"`
+	Files   []string `json:"files"`
 }
 
 // RecoveryStats sum up the times to the next grant of one nemesis kind.
@@ -130,7 +133,12 @@ func Judge(in Input) Verdict {
 		switch e.Kind {
 		case nemesis.KillHolder, nemesis.PauseHolder, nemesis.PartHolder:
 			// The struck holder's lock must move: a witness asked for
-			// it just before the fault.
+			// it just before the fault. Without a holder found, the
+			// fault struck at random and measures nothing of that.
+			if e.Resource == "" {
+				v.Unaimed++
+				continue
+			}
 		default:
 			f.Resource = ""
 		}
