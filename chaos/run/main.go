@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -175,6 +176,16 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		case wantNet:
 			fmt.Fprintf(stderr, "chaos: skipping the network nemeses (%s): %v\n", strings.Join(networkNames(kinds), ", "), avail)
+		}
+	}
+	if !netlab.Inside() {
+		if wantNet && o.network == "off" {
+			fmt.Fprintf(stderr, "chaos: skipping the network nemeses (%s): -network off\n", strings.Join(networkNames(kinds), ", "))
+		}
+		kinds = slices.DeleteFunc(kinds, nemesis.Kind.Network)
+		if len(kinds) == 0 {
+			fmt.Fprintln(stderr, "chaos: no nemesis left to strike without the network namespaces")
+			return 2
 		}
 	}
 	if o.seed == 0 {

@@ -45,3 +45,12 @@ func TestMajorityAndWindows(t *testing.T) {
 		t.Fatalf("windows %v settled %v", maj, settled)
 	}
 }
+
+func TestWithoutNamespacesTheNetworkNemesesAreSkippedWithALine(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runMain([]string{"-network", "off", "-nemesis", "partition-ring,loss"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "chaos: skipping the network nemeses (partition-ring, loss): -network off\n") ||
+		!strings.Contains(errb.String(), "no nemesis left") {
+		t.Fatalf("exit %d: %q", code, errb.String())
+	}
+}
