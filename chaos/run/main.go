@@ -46,6 +46,7 @@ import (
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/verdict"
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/workload"
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/internal/seam"
 )
 
 type options struct {
@@ -383,10 +384,13 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 			cfg := dlm.DefaultConfig()
 			cfg.Name, cfg.Members, cfg.Seeds = members[o.nodes+o.workers+i], members, seeds
 			cfg.GossipAddr, cfg.LinkAddr = embGossip[i], host+":0"
-			cfg.UnsafeNoLockDelay, cfg.Lease = o.control, o.lease
+			cfg.Lease = o.lease
 			cfg.Logger = log.With("member", cfg.Name)
 			sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
+			if o.control {
+				sctx = seam.WithoutLockDelay(sctx)
+			}
 			n, err := dlm.Start(sctx, cfg)
 			if err == nil {
 				emu.Lock()

@@ -18,6 +18,7 @@ import (
 	"github.com/seed-a6839e30/dlm/chaos/check"
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/workload"
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/internal/seam"
 )
 
 // workerEnv names the file of a worker's spec: a process started with it
@@ -148,12 +149,14 @@ func worker(specPath string, log *slog.Logger) error {
 	cfg := dlm.DefaultConfig()
 	cfg.Name, cfg.Members, cfg.Seeds = spec.Name, spec.Member.Members, spec.Member.Seeds
 	cfg.GossipAddr, cfg.LinkAddr = spec.Member.GossipAddr, spec.Member.LinkAddr
-	cfg.UnsafeNoLockDelay = spec.Member.UnsafeNoLockDelay
 	if spec.Member.Lease > 0 {
 		cfg.Lease = spec.Member.Lease
 	}
 	cfg.Logger = log
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	if spec.Member.UnsafeNoLockDelay {
+		sctx = seam.WithoutLockDelay(sctx) // the control run only
+	}
 	node, err := dlm.Start(sctx, cfg)
 	cancel()
 	if err != nil {
