@@ -93,7 +93,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.network, "network", "auto", "network namespaces: auto (when root), on (fail without), off")
 	fs.BoolVar(&o.control, "control", false, "the control experiment: agents run with their lock-delay off (an unsafe setting only the harness uses); the checkers must report violations")
 	fs.DurationVar(&o.settle, "settle", 6*time.Second, "the recovery after each fault or heal left out of the settled availability")
-	fs.StringVar(&o.pace, "pace", "normal", "the schedule's pace: normal (2-4 s quiet after each heal, partitions of 4-10 s) or fast (1-2 s quiet, partitions of 2-5 s: more faults an hour)")
+	fs.StringVar(&o.pace, "pace", "normal", "the schedule's pace: normal (2-4 s quiet after each heal, partitions of 4-10 s), fast (1-2 s quiet, partitions of 2-5 s: more faults an hour) or calm (10-20 s quiet, partitions of 8-25 s: long settled stretches, for availability)")
 	fs.DurationVar(&o.lease, "lease", 0, "the members' quorum lease (dlmnode agent --lease); pauses and long holds scale with it (default 1.5s, the agents' own; 6s with -control)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go -C chaos/run run . [flags]\n\nflags:\n")
@@ -117,8 +117,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-rounds %d: want 1..1000", o.rounds)
 	case o.duration < 0 || o.duration > 24*time.Hour:
 		return o, fmt.Errorf("-duration %v: want 0..24h", o.duration)
-	case o.pace != "normal" && o.pace != "fast":
-		return o, fmt.Errorf("-pace %q: want normal or fast", o.pace)
+	case o.pace != "normal" && o.pace != "fast" && o.pace != "calm":
+		return o, fmt.Errorf("-pace %q: want normal, fast or calm", o.pace)
 	case o.network != "auto" && o.network != "on" && o.network != "off":
 		return o, fmt.Errorf("-network %q: want auto, on or off", o.network)
 	}
@@ -451,8 +451,11 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	sleepCtx(ctx, 2*time.Second)
 	tm := nemesis.DefaultTiming()
 	tm.Lease = o.lease
-	if o.pace == "fast" {
+	switch o.pace {
+	case "fast":
 		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = time.Second, 2*time.Second, 2*time.Second, 5*time.Second
+	case "calm":
+		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = 10*time.Second, 20*time.Second, 8*time.Second, 25*time.Second
 	}
 	steps := nemesis.Schedule(o.seed, kinds, o.duration, o.rounds, tm)
 	var events []nemesis.Event
