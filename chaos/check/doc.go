@@ -21,15 +21,18 @@
 //	h.Write(client, node, "r", lk.Token(), v).Accepted() // the fenced store's answer
 //	h.Release(client, node, "r").Released()
 //
-// and, when they happen, h.Lost(client, node, "r") (the lock's Lost channel
-// closed), h.Crash(node) (just before the node is killed), h.Note or
-// h.Span (nemesis events, shown on the visualizations). Record a call
-// before it is sent and its resolution after the answer arrived, so that
-// the history's order is the real order. A client id names one lock
-// handle: a client may hold at most one lock per resource at a time. A
-// hold on a node-level cache of shared locks (dlm.Cache) is recorded with
-// op.GrantedShared: the client holds the lock like any other, under the
-// token of the node's grant, which other holds share.
+// and, when they happen, h.Lost(client, node, "r") (the lock's Lost
+// channel closed), h.Crash(node) (just before the node is killed if it
+// runs in the test's process, whose clients would record its death as
+// failures; once it is gone if it runs in a process of its own, which
+// records nothing after), h.Note or h.Span (nemesis events, shown on the
+// visualizations). Record a call before it is sent and its resolution
+// after the answer arrived, so that the history's order is the real order.
+// A client id names one lock handle: a client may hold at most one lock
+// per resource at a time. A hold on a node-level cache of shared locks
+// (dlm.Cache) is recorded with op.GrantedShared: the client holds the lock
+// like any other, under the token of the node's grant, which other holds
+// share.
 //
 // Timestamps come from the clock given to NewHistory: time.Now, which in a
 // testing/synctest bubble is the bubble's fake clock. Many events then
@@ -53,7 +56,17 @@
 // holds the lock when its lease has run out; that is unavoidable, and what
 // fencing tokens are for. A test whose nemesis pauses holders beyond their
 // lease should record Lost at the moment the holder's lease ran out by
-// its own clock, or leave CheckOverlap out and rely on the fenced store.
+// its own clock, or record h.Freeze(node) when it freezes the holder's
+// process (its beliefs end there, as at a crash, and what it does when it
+// wakes is recorded as new operations), or leave CheckOverlap out; in
+// every case the fenced store must refuse the late writes.
+//
+// # Several processes
+//
+// Clients in several processes record into a history each, all with one
+// origin (StartAt) and one clock that the processes share (CLOCK_MONOTONIC
+// on Linux), each journaled to a file; MergeJournals replays the journals
+// onto one timeline into the history that is checked.
 //
 // # Unknown outcomes and crashes
 //

@@ -27,6 +27,9 @@ func (r *Record) describe() string {
 	case Write:
 		return fmt.Sprintf("write #%d (client %d on %s, key %q, token %d, value %d)", r.Seq, r.Client, r.Node, r.Resource, r.Token, r.Value)
 	case Crash:
+		if r.Err == frozen {
+			return fmt.Sprintf("freeze #%d of %s", r.Seq, r.Node)
+		}
 		return fmt.Sprintf("crash #%d of %s", r.Seq, r.Node)
 	case Note:
 		return fmt.Sprintf("note #%d [%s] %s", r.Seq, r.Node, r.Err)
@@ -84,6 +87,10 @@ func (r Record) String() string {
 	}
 	switch r.Kind {
 	case Crash:
+		if r.Err == frozen {
+			fmt.Fprintf(&b, " FREEZE %s", r.Node)
+			return b.String()
+		}
 		fmt.Fprintf(&b, " CRASH %s", r.Node)
 		return b.String()
 	case Note:

@@ -169,6 +169,20 @@ func NewHistory(now func() time.Time) *History {
 	return &History{now: now, pending: make(map[int]struct{}), beliefs: newBeliefs()}
 }
 
+// StartAt sets the history's time zero to t instead of its first record's
+// time. Histories recorded in several processes with one origin (and one
+// clock, such as CLOCK_MONOTONIC) share a timeline, and their journals
+// merge (MergeJournals). Call it before the first record.
+func (h *History) StartAt(t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.recs) > 0 || h.started {
+		h.misuse("StartAt called after %d records", len(h.recs))
+		return
+	}
+	h.started, h.start = true, t
+}
+
 // clock returns the current time as an offset from the first record and
 // the next position in the history's order. h.mu must be held.
 func (h *History) clock() (time.Duration, int) {
@@ -224,8 +238,11 @@ func (h *History) resolve(i int, o Outcome, err error, what string) bool {
 		r.Err = err.Error()
 	}
 	if o == Unknown {
-		h.ord++
-		r.Return, r.retOrd = Infinity, h.ord
+		// No return time, but the clock is read all the same: the
+		// journal gives the resolution its place in time, which a merge
+		// of several journals needs.
+		_, ord := h.clock()
+		r.Return, r.retOrd = Infinity, ord
 	} else {
 		r.Return, r.retOrd = h.clock()
 	}
@@ -329,13 +346,26 @@ func (h *History) Lost(client int, node, resource string) {
 // Crash records that node was killed. Every operation in flight on the node
 // becomes Unknown (whatever its call later returns is ignored), and every
 // lock a client on the node believed it held gets a Lost now.
-func (h *History) Crash(node string) {
+func (h *History) Crash(node string) { h.crash(node, "") }
+
+// Freeze records that node's process was frozen (SIGSTOP) and may act again
+// when it wakes. The checks take it as a crash at this instant: calls in
+// flight become Unknown and beliefs end. A frozen process believes nothing
+// it could act on safely: by the time it wakes its leases have run out on
+// the clocks that count, and what it does then (a late write under an old
+// token, which the fenced store must refuse) is recorded as new operations.
+func (h *History) Freeze(node string) { h.crash(node, frozen) }
+
+// frozen is the Err of a Crash record that Freeze made.
+const frozen = "frozen"
+
+func (h *History) crash(node, why string) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.instant(Record{Kind: Crash, Client: -1, Node: node})
+	c := h.instant(Record{Kind: Crash, Client: -1, Node: node, Err: why})
 	h.logCall("crash", c)
 	at := h.recs[c].Call
 	idx := make([]int, 0, len(h.pending))
@@ -349,9 +379,13 @@ func (h *History) Crash(node string) {
 		h.resolve(i, Unknown, nil, "")
 		h.recs[i].Err = errCrashed
 	}
+	what := "crash of "
+	if why == frozen {
+		what = "freeze of "
+	}
 	for _, b := range h.beliefs.onNode(node) {
 		i := h.instant(Record{Kind: Lost, Client: b.client, Node: node, Resource: b.resource,
-			Err: "crash of " + node})
+			Err: what + node})
 		h.recs[i].Call, h.recs[i].Return = at, at
 		h.beliefs.lockCall(&h.recs[i])
 		h.beliefs.end(&h.recs[i], "crash")

@@ -2,6 +2,7 @@ package check
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,11 +95,10 @@ func (h *History) logCall(op string, i int) {
 	case Acquire, Convert:
 		e.Mode = r.Mode.String()
 		e.Permits, e.Limit = r.Permits, r.Limit
-	case Note:
-		e.Err = r.Err
 	}
 	if r.Kind == Crash || r.Kind == Note {
 		e.Client = 0
+		e.Err = r.Err
 	}
 	h.log(e)
 }
@@ -136,7 +136,7 @@ func ReadJournal(r io.Reader) (*History, error) {
 	h := NewHistory(func() time.Time { return base.Add(cur) })
 	ops := make(map[int]any)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), maxJournalLine)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -156,6 +156,93 @@ func ReadJournal(r io.Reader) (*History, error) {
 		return nil, fmt.Errorf("check: journal: %w", err)
 	}
 	return h, nil
+}
+
+// maxJournalLine bounds a journal line: the longest is a note's text.
+const maxJournalLine = 1 << 20
+
+// MergeJournals replays several journals onto one timeline into a new
+// history, and writes its journal to out (if not nil): the journals of
+// histories that share their time zero (StartAt with one origin, read
+// from one clock), such as those of the processes of one chaos run. The
+// entries are taken in time order, those of one journal in their own
+// order; equal times of different journals count as concurrent, as in
+// one history. Each journal names its operations by its own ids. Times
+// are kept: the merged history's time zero is the journals' origin.
+//
+// A journal's last line may lack its newline because its process was
+// killed while writing it: such a line is left out if it does not parse,
+// and counted in cut. Any other bad line is an error.
+func MergeJournals(out io.Writer, journals ...io.Reader) (h *History, cut int, err error) {
+	type stream struct {
+		entries []JournalEntry
+		next    int
+	}
+	streams := make([]*stream, len(journals))
+	for k, r := range journals {
+		st := &stream{}
+		br := bufio.NewReaderSize(r, 64<<10)
+		for line := 1; ; line++ {
+			b, rerr := br.ReadBytes('\n')
+			if rerr != nil && rerr != io.EOF {
+				return nil, 0, fmt.Errorf("check: journal %d: %w", k, rerr)
+			}
+			if len(b) > maxJournalLine {
+				return nil, 0, fmt.Errorf("check: journal %d line %d: longer than %d bytes", k, line, maxJournalLine)
+			}
+			if t := bytes.TrimSpace(b); len(t) > 0 {
+				var e JournalEntry
+				if err := json.Unmarshal(t, &e); err != nil {
+					if rerr == io.EOF && b[len(b)-1] != '\n' {
+						cut++ // the last line, cut short
+						break
+					}
+					return nil, 0, fmt.Errorf("check: journal %d line %d: %w", k, line, err)
+				}
+				if n := len(st.entries); n > 0 && e.T < st.entries[n-1].T {
+					return nil, 0, fmt.Errorf("check: journal %d line %d: time %d before the line above's %d", k, line, e.T, st.entries[n-1].T)
+				}
+				st.entries = append(st.entries, e)
+			}
+			if rerr == io.EOF {
+				break
+			}
+		}
+		streams[k] = st
+	}
+	var cur time.Duration
+	base := time.Unix(0, 0)
+	h = NewHistory(func() time.Time { return base.Add(cur) })
+	h.StartAt(base)
+	if out != nil {
+		h.Journal(out)
+	}
+	ops := make([]map[int]any, len(streams))
+	for k := range ops {
+		ops[k] = make(map[int]any)
+	}
+	for {
+		best := -1
+		for k, st := range streams {
+			if st.next < len(st.entries) && (best < 0 || st.entries[st.next].T < streams[best].entries[streams[best].next].T) {
+				best = k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		st := streams[best]
+		e := st.entries[st.next]
+		st.next++
+		cur = time.Duration(e.T)
+		if err := replayEntry(h, ops[best], e); err != nil {
+			return nil, 0, fmt.Errorf("check: journal %d entry %d: %w", best, st.next, err)
+		}
+	}
+	if err := h.JournalErr(); err != nil {
+		return nil, 0, fmt.Errorf("check: merged journal: %w", err)
+	}
+	return h, cut, nil
 }
 
 func replayEntry(h *History, ops map[int]any, e JournalEntry) error {
@@ -201,7 +288,7 @@ func replayEntry(h *History, ops map[int]any, e JournalEntry) error {
 		h.Lost(e.Client, e.Node, e.Res)
 		return nil
 	case "crash":
-		h.Crash(e.Node)
+		h.crash(e.Node, e.Err)
 		return nil
 	case "note":
 		h.Note(e.Node, e.Err)

@@ -2,10 +2,13 @@ package check
 
 import (
 	"bytes"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/seed-a6839e30/dlm/modes"
 	"pgregory.net/rapid"
 )
 
@@ -68,5 +71,143 @@ func TestJournalAfterRecordsIsMisuse(t *testing.T) {
 	h.Journal(&bytes.Buffer{})
 	if res := Check(h, Options{}); res.OK {
 		t.Fatal("a journal started after records went unreported")
+	}
+}
+
+// TestMergeJournalsEqualsOneHistory: the events of a simulated run recorded
+// into one history per node (one origin, one clock) and merged are the
+// history recorded in one piece, record for record and verdict for verdict.
+func TestMergeJournalsEqualsOneHistory(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		events := simulate(t)
+		// Distinct times: events of different journals at one instant
+		// are concurrent, and their merged order need not be the one
+		// history's.
+		for i := range events {
+			events[i].at = events[i].at*1000 + time.Duration(i+1)
+		}
+		whole, _ := replay(events)
+		byNode := make(map[string][]simEvent)
+		var nodes []string
+		opNode := make(map[int]string)
+		for _, e := range events {
+			switch e.kind {
+			case evAcquire, evConvert, evRelease, evWrite, evRead:
+				opNode[e.op] = e.node
+			case evGranted, evFailed, evUnknown, evReleased, evAccepted, evRejected, evReturned:
+				e.node = opNode[e.op] // a resolution goes where its call went
+			}
+			if byNode[e.node] == nil {
+				nodes = append(nodes, e.node)
+			}
+			byNode[e.node] = append(byNode[e.node], e)
+		}
+		if len(nodes) == 0 {
+			nodes = append(nodes, "") // the note's journal
+		}
+		var journals []io.Reader
+		for k, n := range nodes {
+			h, clk := newManual()
+			h.StartAt(epoch)
+			var buf bytes.Buffer
+			h.Journal(&buf)
+			if k == 0 {
+				h.Note("sim", "start") // as replay does, once
+			}
+			r := newSimRecorder(h, clk)
+			for _, e := range byNode[n] {
+				r.record(e)
+			}
+			journals = append(journals, &buf)
+		}
+		var out bytes.Buffer
+		merged, cut, err := MergeJournals(&out, journals...)
+		if err != nil || cut != 0 {
+			t.Fatalf("merge: %v (cut %d)", err, cut)
+		}
+		a, b := whole.snapshot(), merged.snapshot()
+		if !reflect.DeepEqual(a.recs, b.recs) || !reflect.DeepEqual(a.intervals, b.intervals) || !reflect.DeepEqual(a.errs, b.errs) {
+			t.Fatalf("merged history differs:\n%s\nmerged:\n%s", dump(whole), dump(merged))
+		}
+		again, err := ReadJournal(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := again.snapshot(); !reflect.DeepEqual(c.recs, b.recs) {
+			t.Fatalf("the merged journal does not replay to the merged history")
+		}
+		if x, y := Check(whole, propertyOptions), Check(merged, propertyOptions); x.OK != y.OK || len(x.Violations) != len(y.Violations) {
+			t.Fatalf("verdicts differ:\n%s\n%s", x, y)
+		}
+	})
+}
+
+func TestMergeJournalsBadInput(t *testing.T) {
+	good := `{"t":5,"op":"note","n":"x","e":"y"}` + "\n"
+	// A last line cut short is left out and counted.
+	h, cut, err := MergeJournals(nil, strings.NewReader(good+`{"t":6,"op":"acq`), strings.NewReader(good))
+	if err != nil || cut != 1 || len(h.Records()) != 2 {
+		t.Fatalf("cut line: %v, cut %d, %d records", err, cut, len(h.Records()))
+	}
+	if r := h.Records()[0]; r.Call != 5 {
+		t.Fatalf("the merged history moved time zero: note at %v", r.Call)
+	}
+	for _, c := range []struct{ name, in, want string }{
+		{"bad line inside", `{"t":6,"op":"acq` + "\n" + good, "line 1"},
+		{"time goes back", `{"t":6,"op":"note","n":"x"}` + "\n" + good, "before the line above"},
+		{"unstarted", `{"t":7,"op":"granted","id":4,"m":"EX","tok":1}`, "never started"},
+	} {
+		if _, _, err := MergeJournals(nil, strings.NewReader(good), strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error mentioning %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestFreezeEndsBeliefsAndCallsInFlight: a frozen node's holders stop
+// believing and its calls in flight become Unknown, as at a crash, and
+// what it does after it wakes is recorded as new; the journal keeps the
+// difference from a crash.
+func TestFreezeEndsBeliefsAndCallsInFlight(t *testing.T) {
+	h, clk := newManual()
+	var buf bytes.Buffer
+	h.Journal(&buf)
+	h.Acquire(1, "w1", "r", modes.EX).Granted(modes.EX, 1)
+	inflight := h.Write(1, "w1", "r", 1, 10)
+	clk.at(1 * s)
+	h.Freeze("w1")
+	clk.at(2 * s)
+	h.Acquire(2, "w2", "r", modes.EX).Granted(modes.EX, 2)
+	h.Write(2, "w2", "r", 2, 20).Accepted()
+	clk.at(3 * s)
+	inflight.Accepted() // news from before the freeze: void
+	h.Write(1, "w1", "r", 1, 11).Rejected()
+	res := Check(h, Options{Checks: CheckOverlap | CheckTokens | CheckStore | CheckHistory})
+	if !res.OK {
+		t.Fatalf("a frozen holder's belief outlived its freeze:\n%s", res)
+	}
+	recs := h.Records()
+	if recs[1].Outcome != Unknown || recs[2].Kind != Crash || recs[2].describe() != "freeze #2 of w1" || recs[3].Err != "freeze of w1" || recs[3].Kind != Lost {
+		t.Fatalf("%s", dump(h))
+	}
+	back, err := ReadJournal(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.snapshot().recs, h.snapshot().recs) {
+		t.Fatalf("replayed:\n%s\nwant:\n%s", dump(back), dump(h))
+	}
+}
+
+func TestStartAtSetsTimeZero(t *testing.T) {
+	h, clk := newManual()
+	h.StartAt(epoch)
+	clk.at(7 * s)
+	h.Note("x", "y")
+	if r := h.Records()[0]; r.Call != 7*s {
+		t.Fatalf("note at %v, want 7s after the origin", r.Call)
+	}
+	h.StartAt(epoch)
+	if res := Check(h, Options{}); res.OK {
+		t.Fatal("StartAt after a record went unreported")
 	}
 }

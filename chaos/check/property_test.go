@@ -61,63 +61,80 @@ func replay(events []simEvent) (*History, map[int]int) {
 // replayInto records events into h, whose clock is clk.
 func replayInto(h *History, clk *manualClock, events []simEvent) map[int]int {
 	h.Note("sim", "start") // time zero of the history is time zero of the events
-	handles := make(map[int]any)
-	seqs := make(map[int]int)
+	r := newSimRecorder(h, clk)
 	for _, e := range events {
-		clk.at(e.at)
-		switch e.kind {
-		case evAcquire:
-			op := h.Acquire(e.client, e.node, e.res, e.mode)
-			handles[e.op], seqs[e.op] = op, op.i
-		case evConvert:
-			op := h.Convert(e.client, e.node, e.res, e.mode)
-			handles[e.op], seqs[e.op] = op, op.i
-		case evRelease:
-			op := h.Release(e.client, e.node, e.res)
-			handles[e.op], seqs[e.op] = op, op.i
-		case evWrite:
-			op := h.Write(e.client, e.node, e.res, e.token, e.value)
-			handles[e.op], seqs[e.op] = op, op.i
-		case evRead:
-			op := h.Read(e.client, e.node, e.res)
-			handles[e.op], seqs[e.op] = op, op.i
-		case evGranted:
-			handles[e.op].(*Op).Granted(e.mode, e.token)
-		case evFailed:
-			switch op := handles[e.op].(type) {
-			case *Op:
-				op.Failed(nil)
-			case *ReleaseOp:
-				op.Failed(nil)
-			case *WriteOp:
-				op.Failed(nil)
-			case *ReadOp:
-				op.Failed(nil)
-			}
-		case evUnknown:
-			switch op := handles[e.op].(type) {
-			case *Op:
-				op.Unknown()
-			case *ReleaseOp:
-				op.Unknown()
-			case *WriteOp:
-				op.Unknown()
-			}
-		case evReleased:
-			handles[e.op].(*ReleaseOp).Released()
-		case evAccepted:
-			handles[e.op].(*WriteOp).Accepted()
-		case evRejected:
-			handles[e.op].(*WriteOp).Rejected()
-		case evReturned:
-			handles[e.op].(*ReadOp).Returned(e.value)
-		case evLost:
-			h.Lost(e.client, e.node, e.res)
-		case evCrash:
-			h.Crash(e.node)
-		}
+		r.record(e)
 	}
-	return seqs
+	return r.seqs
+}
+
+// simRecorder records simulated events into a history, keeping the handles
+// of its operations and their Seqs.
+type simRecorder struct {
+	h       *History
+	clk     *manualClock
+	handles map[int]any
+	seqs    map[int]int
+}
+
+func newSimRecorder(h *History, clk *manualClock) *simRecorder {
+	return &simRecorder{h: h, clk: clk, handles: make(map[int]any), seqs: make(map[int]int)}
+}
+
+func (r *simRecorder) record(e simEvent) {
+	h, handles, seqs := r.h, r.handles, r.seqs
+	r.clk.at(e.at)
+	switch e.kind {
+	case evAcquire:
+		op := h.Acquire(e.client, e.node, e.res, e.mode)
+		handles[e.op], seqs[e.op] = op, op.i
+	case evConvert:
+		op := h.Convert(e.client, e.node, e.res, e.mode)
+		handles[e.op], seqs[e.op] = op, op.i
+	case evRelease:
+		op := h.Release(e.client, e.node, e.res)
+		handles[e.op], seqs[e.op] = op, op.i
+	case evWrite:
+		op := h.Write(e.client, e.node, e.res, e.token, e.value)
+		handles[e.op], seqs[e.op] = op, op.i
+	case evRead:
+		op := h.Read(e.client, e.node, e.res)
+		handles[e.op], seqs[e.op] = op, op.i
+	case evGranted:
+		handles[e.op].(*Op).Granted(e.mode, e.token)
+	case evFailed:
+		switch op := handles[e.op].(type) {
+		case *Op:
+			op.Failed(nil)
+		case *ReleaseOp:
+			op.Failed(nil)
+		case *WriteOp:
+			op.Failed(nil)
+		case *ReadOp:
+			op.Failed(nil)
+		}
+	case evUnknown:
+		switch op := handles[e.op].(type) {
+		case *Op:
+			op.Unknown()
+		case *ReleaseOp:
+			op.Unknown()
+		case *WriteOp:
+			op.Unknown()
+		}
+	case evReleased:
+		handles[e.op].(*ReleaseOp).Released()
+	case evAccepted:
+		handles[e.op].(*WriteOp).Accepted()
+	case evRejected:
+		handles[e.op].(*WriteOp).Rejected()
+	case evReturned:
+		handles[e.op].(*ReadOp).Returned(e.value)
+	case evLost:
+		h.Lost(e.client, e.node, e.res)
+	case evCrash:
+		h.Crash(e.node)
+	}
 }
 
 // insert adds events at their times, after the events already there at

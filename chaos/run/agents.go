@@ -118,26 +118,11 @@ func startAgents(sup *proc.Supervisor, s agentSpec, gossip, link, admin []string
 	return a, nil
 }
 
-func (a *agents) Size() int         { return len(a.procs) }
-func (a *agents) Name(i int) string { return a.names[i] }
-func (a *agents) Up(i int) bool     { return a.procs[i].State() != proc.Exited }
-func (a *agents) Kill(i int) error  { return a.procs[i].Kill() }
-func (a *agents) Stop(i int) error  { return a.procs[i].Stop() }
-func (a *agents) Cont(i int) error  { return a.procs[i].Cont() }
-func (a *agents) Network() bool     { return a.lab != nil }
-
-func (a *agents) Apply(f netlab.Faults) error {
-	if a.lab == nil {
-		return errors.New("no network namespaces")
-	}
-	return a.lab.Apply(f)
-}
-
-// Start restarts agent i (a new boot under the same name) and waits until
+// start restarts agent i (a new boot under the same name) and waits until
 // it answers /healthz, within readyWait: readiness proper (/readyz) needs a
 // quorum, which a quorum-loss nemesis restarting a majority one by one does
 // not have yet.
-func (a *agents) Start(i int) error {
+func (a *agents) start(i int) error {
 	if err := a.procs[i].Restart(); err != nil {
 		return err
 	}

@@ -16,19 +16,23 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,10 +46,12 @@ import (
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/verdict"
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/workload"
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/internal/seam"
 )
 
 type options struct {
 	nodes, clients, embedded int
+	workers, rounds          int
 	duration                 time.Duration
 	nemeses                  string
 	seed                     uint64
@@ -53,10 +59,14 @@ type options struct {
 	dlmnode                  string
 	network                  string
 	control                  bool
-	settle                   time.Duration
+	settle, lease            time.Duration
+	pace                     string
 }
 
 func main() {
+	if spec := os.Getenv(workerEnv); spec != "" {
+		os.Exit(runWorker(spec))
+	}
 	if netlab.Inside() {
 		if err := netlab.Enter(); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -72,7 +82,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.nodes, "nodes", 5, "agents to start (3..9)")
 	fs.IntVar(&o.clients, "clients", 10, "workload clients (register writers, mode mixers, counter incrementers by turns); election candidates, a reader and a probe per entry point come on top")
-	fs.IntVar(&o.embedded, "embedded", 1, "cluster members embedded in the harness that clients also lock through")
+	fs.IntVar(&o.workers, "workers", 2, "worker processes that run the clients, each through a cluster member of its own (in its own network namespace as root)")
+	fs.IntVar(&o.embedded, "embedded", 1, "cluster members in the harness itself (never faulted): one keeps the counter's value alive and reads it at the end, and each probes")
+	fs.IntVar(&o.rounds, "rounds", 1, "rounds (every nemesis once, in a shuffled order) struck at least, however short -duration")
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long to strike faults; the first round (every nemesis once) always completes")
 	fs.StringVar(&o.nemeses, "nemesis", "all", "nemeses: all, process, network, or a comma-separated list of "+strings.Join(kindNames(), ", "))
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the schedule and the workloads (0: a random one, printed)")
@@ -81,6 +93,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.network, "network", "auto", "network namespaces: auto (when root), on (fail without), off")
 	fs.BoolVar(&o.control, "control", false, "the control experiment: agents run with their lock-delay off (an unsafe setting only the harness uses); the checkers must report violations")
 	fs.DurationVar(&o.settle, "settle", 6*time.Second, "the recovery after each fault or heal left out of the settled availability")
+	fs.StringVar(&o.pace, "pace", "normal", "the schedule's pace: normal (2-4 s quiet after each heal, partitions of 4-10 s), fast (1-2 s quiet, partitions of 2-5 s: more faults an hour) or calm (10-20 s quiet, partitions of 8-25 s: long settled stretches, for availability)")
+	fs.DurationVar(&o.lease, "lease", 0, "the members' quorum lease (dlmnode agent --lease); pauses and long holds scale with it (default 1.5s, the agents' own; 6s with -control)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go -C chaos/run run . [flags]\n\nflags:\n")
 		fs.PrintDefaults()
@@ -95,12 +109,31 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-nodes %d: want 3..9", o.nodes)
 	case o.clients < 1 || o.clients > 200:
 		return o, fmt.Errorf("-clients %d: want 1..200", o.clients)
-	case o.embedded < 0 || o.embedded >= o.nodes:
-		return o, fmt.Errorf("-embedded %d: want 0..%d (fewer than the agents)", o.embedded, o.nodes-1)
+	case o.embedded < 1 || o.embedded >= o.nodes:
+		return o, fmt.Errorf("-embedded %d: want 1..%d (fewer than the agents)", o.embedded, o.nodes-1)
+	case o.workers < 1 || o.workers > 4:
+		return o, fmt.Errorf("-workers %d: want 1..4", o.workers)
+	case o.rounds < 1 || o.rounds > 1000:
+		return o, fmt.Errorf("-rounds %d: want 1..1000", o.rounds)
 	case o.duration < 0 || o.duration > 24*time.Hour:
 		return o, fmt.Errorf("-duration %v: want 0..24h", o.duration)
+	case o.pace != "normal" && o.pace != "fast" && o.pace != "calm":
+		return o, fmt.Errorf("-pace %q: want normal, fast or calm", o.pace)
 	case o.network != "auto" && o.network != "on" && o.network != "off":
 		return o, fmt.Errorf("-network %q: want auto, on or off", o.network)
+	}
+	if o.lease == 0 {
+		// The control needs failure detection to finish within the
+		// lease, or a cut-off holder's lease runs out before anyone
+		// could re-grant its lock, with the lock-delay or without: on
+		// this machine a cut-off member is declared dead in 3-5 s.
+		o.lease = dlm.DefaultConfig().Lease
+		if o.control {
+			o.lease = 6 * time.Second
+		}
+	}
+	if o.lease < 500*time.Millisecond || o.lease > time.Minute {
+		return o, fmt.Errorf("-lease %v: want 500ms..1m", o.lease)
 	}
 	if _, err := nemesis.ParseKinds(o.nemeses); err != nil {
 		return o, fmt.Errorf("-nemesis: %w", err)
@@ -146,6 +179,16 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "chaos: skipping the network nemeses (%s): %v\n", strings.Join(networkNames(kinds), ", "), avail)
 		}
 	}
+	if !netlab.Inside() {
+		if wantNet && o.network == "off" {
+			fmt.Fprintf(stderr, "chaos: skipping the network nemeses (%s): -network off\n", strings.Join(networkNames(kinds), ", "))
+		}
+		kinds = slices.DeleteFunc(kinds, nemesis.Kind.Network)
+		if len(kinds) == 0 {
+			fmt.Fprintln(stderr, "chaos: no nemesis left to strike without the network namespaces")
+			return 2
+		}
+	}
 	if o.seed == 0 {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
@@ -180,8 +223,15 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	if o.out == "" {
 		o.out = filepath.Join("chaos-out", started.UTC().Format("20060102T150405Z"))
 	}
+	var err error
+	if o.out, err = filepath.Abs(o.out); err != nil {
+		return false, err
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return false, err
+	}
+	if old, _ := filepath.Glob(filepath.Join(o.out, "journal-*.jsonl")); len(old) > 0 {
+		return false, fmt.Errorf("%s holds the journals of an earlier run: give each run its own -out", o.out)
 	}
 	logf, err := os.Create(filepath.Join(o.out, "harness.log"))
 	if err != nil {
@@ -189,7 +239,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	}
 	defer logf.Close()
 	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	fmt.Fprintf(stdout, "chaos: seed %d, %d agents, output in %s\n", o.seed, o.nodes, o.out)
+	fmt.Fprintf(stdout, "chaos: seed %d, %d agents, %d worker processes, output in %s\n", o.seed, o.nodes, o.workers, o.out)
 
 	bin := o.dlmnode
 	if bin == "" {
@@ -200,25 +250,52 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	if out, err := exec.Command(bin, "agent", "-h").CombinedOutput(); err != nil && !strings.Contains(string(out), "usage: dlmnode agent") {
 		return false, fmt.Errorf("%s has no agent command (%v): the harness needs `dlmnode agent`", bin, err)
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return false, err
+	}
 
 	var idb [3]byte
 	_, _ = rand.Read(idb[:])
 	runID := "c" + hex.EncodeToString(idb[:])
 	var lab *netlab.Lab
 	if netlab.Inside() {
-		if lab, err = netlab.New(runID, o.nodes, log); err != nil {
+		if lab, err = netlab.New(runID, o.nodes+o.workers, log); err != nil {
 			return false, err
 		}
 	}
+	// The sockets the workers reach the harness by: its control server
+	// and the fenced register.
+	sockDir, err := os.MkdirTemp("", "chaos-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(sockDir)
+	ctlLn, err := net.Listen("unix", filepath.Join(sockDir, "control"))
+	if err != nil {
+		return false, err
+	}
+	storeLn, err := net.Listen("unix", filepath.Join(sockDir, "store"))
+	if err != nil {
+		ctlLn.Close()
+		return false, err
+	}
+	store := workload.NewStore()
+	var storeWG sync.WaitGroup
+	storeWG.Go(func() { store.Serve(storeLn) })
 	sup := proc.NewSupervisor(log)
+	ws := newWorkers(ctlLn, o.nodes, log)
 	var embedded []*dlm.Node
 	cleanup := func() {
+		ws.close()
 		for _, n := range embedded {
 			_ = n.Close()
 		}
 		if err := sup.Close(); err != nil {
 			fmt.Fprintln(stderr, "chaos: cleanup:", err)
 		}
+		storeLn.Close()
+		storeWG.Wait()
 		if lab != nil {
 			if err := lab.Close(); err != nil {
 				fmt.Fprintln(stderr, "chaos: cleanup:", err)
@@ -227,14 +304,18 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	}
 	defer cleanup()
 
-	// Names and addresses: the agents n1..nN, the embedded members h1..hK.
-	gossip, link, admin, err := agentAddrs(lab, o.nodes)
+	// Names and addresses: the agents n1..nN, the workers' members
+	// w1..wW, the harness's members h1..hK.
+	gossip, link, admin, err := agentAddrs(lab, o.nodes+o.workers)
 	if err != nil {
 		return false, err
 	}
-	members := make([]string, 0, o.nodes+o.embedded)
+	var members []string
 	for i := range o.nodes {
 		members = append(members, fmt.Sprintf("n%d", i+1))
+	}
+	for i := range o.workers {
+		members = append(members, fmt.Sprintf("w%d", i+1))
 	}
 	host := "127.0.0.1"
 	if lab != nil {
@@ -250,26 +331,66 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		embGossip = append(embGossip, fmt.Sprintf("%s:%d", host, ports[0]))
 	}
 	seeds := append(append([]string(nil), gossip...), embGossip...)
-	var extra []string
+	extra := []string{"--lease", o.lease.String()}
 	if o.control {
 		extra = append(extra, "--unsafe-no-lock-delay")
 	}
 	ag, err := startAgents(sup, agentSpec{bin: bin, n: o.nodes, members: members, seeds: seeds, dir: o.out, lab: lab, extra: extra},
-		gossip, link, admin)
+		gossip[:o.nodes], link[:o.nodes], admin[:o.nodes])
 	if err != nil {
 		return false, err
 	}
-	// The embedded members start with the agents: Start waits for a quorum.
+
+	// Every history of the run (the harness's, each worker boot's) starts
+	// at origin, on CLOCK_MONOTONIC.
+	origin := monoNow()
+	wcfg := workload.DefaultConfig()
+	wcfg.Seed = o.seed
+	wcfg.LongHoldMin, wcfg.LongHoldMax = o.lease*2/3, 2*o.lease
+	for k := range o.workers {
+		wl := wcfg
+		wl.Clients = o.clients / o.workers
+		if k < o.clients%o.workers {
+			wl.Clients++
+		}
+		wl.Keeper, wl.Candidates, wl.Readers = false, 1, 0
+		if k == 0 {
+			wl.Readers = 1
+		}
+		wl.FirstID, wl.Seed = 100000*(k+1), o.seed+uint64(k+1)
+		spec := workerSpec{Name: members[o.nodes+k], Origin: origin.UnixNano(), Dir: o.out,
+			Control: ctlLn.Addr().String(), Store: storeLn.Addr().String(), Workload: wl,
+			Member: memberSpec{Members: members, Seeds: seeds, GossipAddr: gossip[o.nodes+k], LinkAddr: link[o.nodes+k],
+				UnsafeNoLockDelay: o.control, Lease: o.lease}}
+		path, err := writeSpec(o.out, spec)
+		if err != nil {
+			return false, err
+		}
+		ps := proc.Spec{Name: spec.Name, Path: self, Env: append(os.Environ(), workerEnv+"="+path),
+			Log: filepath.Join(o.out, spec.Name+".log")}
+		if lab != nil {
+			ps.Netns = lab.Nodes()[o.nodes+k].Netns
+		}
+		if err := ws.add(sup, ps); err != nil {
+			return false, err
+		}
+	}
+	// The harness's members start with the agents and the workers: Start
+	// waits for a quorum.
 	var emu sync.Mutex
 	errc := make(chan error, o.embedded)
 	for i := range o.embedded {
 		go func() {
 			cfg := dlm.DefaultConfig()
-			cfg.Name, cfg.Members, cfg.Seeds = members[o.nodes+i], members, seeds
+			cfg.Name, cfg.Members, cfg.Seeds = members[o.nodes+o.workers+i], members, seeds
 			cfg.GossipAddr, cfg.LinkAddr = embGossip[i], host+":0"
+			cfg.Lease = o.lease
 			cfg.Logger = log.With("member", cfg.Name)
 			sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
+			if o.control {
+				sctx = seam.WithoutLockDelay(sctx)
+			}
 			n, err := dlm.Start(sctx, cfg)
 			if err == nil {
 				emu.Lock()
@@ -281,78 +402,101 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	}
 	for range o.embedded {
 		if err := <-errc; err != nil {
-			return false, fmt.Errorf("embedded member: %w", err)
+			return false, fmt.Errorf("member in the harness: %w", err)
 		}
 	}
 	if err := ag.waitReady(ctx); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(stdout, "chaos: %d agents ready%s\n", o.nodes, map[bool]string{true: " (each in its own network namespace)", false: " (loopback)"}[lab != nil])
+	for k := range o.workers {
+		if err := ws.waitReady(ctx, k); err != nil {
+			return false, err
+		}
+	}
+	fmt.Fprintf(stdout, "chaos: %d agents and %d workers ready%s\n", o.nodes, o.workers,
+		map[bool]string{true: " (each in its own network namespace)", false: " (loopback)"}[lab != nil])
 
-	// The history, its journal, the workloads.
-	jf, err := os.Create(filepath.Join(o.out, "history.jsonl"))
+	// The harness's own history (the nemeses, the counter's keeper, a
+	// probe), journaled next to the workers'.
+	jf, err := os.Create(filepath.Join(o.out, "harness-journal.jsonl"))
 	if err != nil {
 		return false, err
 	}
 	defer jf.Close()
 	jw := &syncWriter{w: bufio.NewWriterSize(jf, 1<<20)}
-	h := check.NewHistory(nil)
+	h := check.NewHistory(monoNow)
+	h.StartAt(origin)
 	h.Journal(jw)
-	var svcs []workload.Service
-	var lsOf0 *dlm.Lockspace
-	for i, n := range embedded {
-		ls, err := n.Lockspace("chaos")
-		if err != nil {
-			return false, err
-		}
-		if i == 0 {
-			lsOf0 = ls
-		}
-		svcs = append(svcs, workload.Service{Node: n.Name(), Agent: -1, LS: workload.Embedded(ls)})
+	ls, err := embedded[0].Lockspace("chaos")
+	if err != nil {
+		return false, err
 	}
-	if len(svcs) == 0 {
-		return false, errors.New("no way for clients into the cluster: the client protocol is not there yet, and -embedded is 0")
+	hcfg := wcfg
+	hcfg.Clients, hcfg.Candidates, hcfg.Readers, hcfg.FirstID = 0, 0, 0, 1
+	hr := workload.New(h, store, []workload.Service{{Node: embedded[0].Name(), Agent: -1, LS: workload.Embedded(ls)}}, hcfg, workload.Hooks{})
+	hctx, hstop := context.WithCancel(ctx)
+	var hwg sync.WaitGroup
+	hwg.Go(func() { hr.Run(hctx) })
+	cl := &cluster{a: ag, w: ws, voters: len(members), oracle: ls,
+		hot: []string{workload.RegisterPrefix + "0", workload.RegisterPrefix + "1", workload.MixPrefix + "0",
+			workload.MixPrefix + "1", workload.MixPrefix + "2", workload.CounterRes, workload.ElectionRes},
+		witness: func(res string) { hr.Witness(hctx, res, 30*time.Second) }}
+	var procNames []string
+	for i := range cl.Procs() {
+		procNames = append(procNames, cl.Name(i))
 	}
-	wcfg := workload.DefaultConfig()
-	wcfg.Clients, wcfg.Seed = o.clients, o.seed
-	if lsOf0 != nil {
-		wcfg.MasterOf = func(res string) int {
-			m := lsOf0.MasterOf(res)
-			for i := range o.nodes {
-				if members[i] == m {
-					return i
-				}
-			}
-			return -1
-		}
-	}
-	wl := workload.New(h, svcs, wcfg)
-	wctx, wstop := context.WithCancel(ctx)
-	var wwg sync.WaitGroup
-	wwg.Go(func() { wl.Run(wctx) })
-	rec := newRecorder(h, ag.names, o.embedded)
+	rec := newRecorder(h, procNames, cl.Procs(), o.embedded)
 
 	// Warm up, then the schedule.
 	sleepCtx(ctx, 2*time.Second)
-	steps := nemesis.Schedule(o.seed, kinds, o.duration, nemesis.DefaultTiming())
+	tm := nemesis.DefaultTiming()
+	tm.Lease = o.lease
+	switch o.pace {
+	case "fast":
+		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = time.Second, 2*time.Second, 2*time.Second, 5*time.Second
+	case "calm":
+		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = 10*time.Second, 20*time.Second, 8*time.Second, 25*time.Second
+	}
+	steps := nemesis.Schedule(o.seed, kinds, o.duration, o.rounds, tm)
 	var events []nemesis.Event
+	var exits []string // processes that exited on their own
 	deadline := started.Add(o.duration)
 	for i, s := range steps {
-		if ctx.Err() != nil || (i >= len(kinds) && time.Now().After(deadline)) {
+		if ctx.Err() != nil || (i >= len(kinds)*o.rounds && time.Now().After(deadline)) {
 			break
 		}
-		ev := nemesis.Strike(ctx, s, ag, wl, rec)
+		died, err := cl.restartDown()
+		exits = append(exits, died...)
+		if err != nil {
+			fmt.Fprintln(stderr, "chaos:", err)
+		}
+		ev := nemesis.Strike(ctx, s, cl, cl, rec)
 		events = append(events, ev)
 		fmt.Fprintf(stdout, "chaos: %6.1fs %-19s %s %s\n", ev.At.Seconds(), ev.Kind, ev.Text, ev.Err)
 		sleepCtx(ctx, s.Quiet)
 	}
-	// Let the last recovery finish, then stop the clients and read the
-	// counter.
+	// Let the last recovery finish, then stop the workers (their clients
+	// stop with them) and read the counter.
 	sleepCtx(ctx, 5*time.Second)
-	wstop()
-	wwg.Wait()
-	if err := wl.Finish(context.Background()); err != nil {
+	for i := range cl.Procs() {
+		if p := cl.proc(i); !cl.Up(i) {
+			if exit, killed := p.ExitErr(); !killed {
+				exits = append(exits, fmt.Sprintf("%s exited by itself (%v); see %s", cl.Name(i), exit, p.Spec().Log))
+			}
+		}
+	}
+	if err := ws.quiesce(30 * time.Second); err != nil {
+		fmt.Fprintln(stderr, "chaos: stopping the clients:", err)
+	}
+	hstop()
+	hwg.Wait()
+	// The read goes to the counter's master while every member is still
+	// there: one that left could take the value with it.
+	if err := hr.Finish(context.Background()); err != nil {
 		fmt.Fprintln(stderr, "chaos: final counter read:", err)
+	}
+	if err := ws.stop(25 * time.Second); err != nil {
+		fmt.Fprintln(stderr, "chaos: stopping the workers:", err)
 	}
 	end := h.Elapsed()
 	jw.Flush()
@@ -360,22 +504,35 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		return false, fmt.Errorf("journal: %w", err)
 	}
 
+	// One history from every journal; the workers' results.
+	h, results, err := gather(o.out, hr.Results())
+	if err != nil {
+		return false, err
+	}
+	results.Clients = ws.clientKinds()
 	majority, settled := rec.Windows(end, o.settle)
 	fmt.Fprintln(stdout, "chaos: checking")
-	v := verdict.Judge(verdict.Input{History: h, Results: wl.Results(), Events: events, Majority: majority, Settled: settled,
-		Probe:        check.AvailabilityOptions{Prefix: workload.ProbePrefix, Slot: 100 * time.Millisecond, Within: wcfg.ProbeWithin},
-		CheckTimeout: 2 * time.Minute, Dir: o.out})
+	v := verdict.Judge(verdict.Input{History: h, Results: results, Events: events, Majority: majority, Settled: settled,
+		Probe: check.AvailabilityOptions{Prefix: workload.ProbePrefix, Slot: 100 * time.Millisecond, Within: wcfg.ProbeWithin},
+		// porcupine's work grows with the history: about 3 s per 100 s
+		// of run here, so the bounds grow with it, far above need.
+		CheckTimeout: max(2*time.Minute, end/4), MaxSteps: max(5_000_000, 100*int64(len(h.Records()))),
+		Dir: o.out})
+	for _, x := range exits {
+		v.OK = false
+		v.Violations = append(v.Violations, "[process] "+x)
+	}
 	journal, err := os.ReadFile(filepath.Join(o.out, "history.jsonl"))
 	if err != nil {
 		return false, err
 	}
-	self, err := verdict.SelfTest(journal, check.Options{Timeout: time.Minute})
+	selfTest, err := verdict.SelfTest(journal, check.Options{Timeout: time.Minute})
 	if err != nil {
 		v.OK = false
 		v.Violations = append(v.Violations, "[self-test] "+err.Error())
-		self = "FAILED: " + err.Error()
+		selfTest = "FAILED: " + err.Error()
 	} else {
-		self = "caught a planted overlap: " + self
+		selfTest = "caught a planted overlap: " + selfTest
 	}
 	var grants []time.Duration
 	for _, r := range h.Records() {
@@ -384,12 +541,12 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		}
 	}
 	rep := report.Run{Command: "go -C chaos/run run . " + strings.Join(args, " "), Seed: o.seed, Nodes: o.nodes,
-		Clients: wl.Results().Clients, Network: lab != nil, Control: o.control, Started: started, Duration: end,
-		Events: events, Verdict: v, SelfTest: self, Majority: majority, Grants: grants}
+		Clients: results.Clients, Network: lab != nil, Control: o.control, Started: started, Duration: end,
+		Events: events, Verdict: v, SelfTest: selfTest, Majority: majority, Settle: o.settle, Grants: grants}
 	if lab == nil {
 		rep.Notes = append(rep.Notes, "network nemeses skipped: not root (or -network off)")
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("clients lock through %d embedded member(s) of the cluster: the client protocol is not in this tree yet", o.embedded))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("clients run in %d worker processes, each through a cluster member of its own; %d more member(s) in the harness keep the counter and probe", o.workers, o.embedded))
 	if err := report.Write(o.out, rep); err != nil {
 		return false, err
 	}
@@ -411,6 +568,68 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		return false, nil
 	}
 	return v.OK, nil
+}
+
+// gather merges the harness's journal and every worker boot's into one
+// history (written to history.jsonl), and adds the workers' results to
+// the harness's.
+func gather(dir string, res workload.Results) (*check.History, workload.Results, error) {
+	journals, results, err := workerFiles(dir)
+	if err != nil {
+		return nil, res, err
+	}
+	var rs []io.Reader
+	for _, p := range append(journals, filepath.Join(dir, "harness-journal.jsonl")) {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, res, err
+		}
+		defer f.Close()
+		rs = append(rs, bufio.NewReaderSize(f, 1<<20))
+	}
+	out, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, res, err
+	}
+	defer out.Close()
+	bw := bufio.NewWriterSize(out, 1<<20)
+	h, cut, err := check.MergeJournals(bw, rs...)
+	if err != nil {
+		return nil, res, err
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, res, err
+	}
+	if cut > 0 {
+		h.Note("harness", fmt.Sprintf("%d journal lines cut short by a kill left out", cut))
+	}
+	for _, p := range results {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, res, err
+		}
+		for i, line := range bytes.Split(b, []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			var l resultLine
+			if err := json.Unmarshal(line, &l); err != nil {
+				if i == bytes.Count(b, []byte("\n")) {
+					continue // the last line, cut short by a kill
+				}
+				return nil, res, fmt.Errorf("%s line %d: %w", p, i+1, err)
+			}
+			switch {
+			case l.Increment != nil:
+				res.Increments = append(res.Increments, *l.Increment)
+			case l.Observation != nil:
+				res.Observations = append(res.Observations, *l.Observation)
+			case l.Frozen != nil:
+				res.FrozenWrites = append(res.FrozenWrites, *l.Frozen)
+			}
+		}
+	}
+	return h, res, nil
 }
 
 // buildDlmnode builds cmd/dlmnode of this repository into dir.

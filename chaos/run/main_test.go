@@ -35,7 +35,7 @@ func TestMajorityAndWindows(t *testing.T) {
 		t.Fatal("a majority with three of five agents down")
 	}
 	h := check.NewHistory(nil)
-	r := newRecorder(h, []string{"n1", "n2", "n3"}, 0)
+	r := newRecorder(h, []string{"n1", "n2", "n3"}, 3, 0)
 	r.changes = []time.Duration{10 * time.Second}
 	r.windows = []check.Window{{From: 0, To: 20 * time.Second}}
 	r.in = false
@@ -43,5 +43,14 @@ func TestMajorityAndWindows(t *testing.T) {
 	if len(maj) != 1 || len(settled) != 2 || settled[0] != (check.Window{From: 0, To: 10 * time.Second}) ||
 		settled[1] != (check.Window{From: 16 * time.Second, To: 20 * time.Second}) {
 		t.Fatalf("windows %v settled %v", maj, settled)
+	}
+}
+
+func TestWithoutNamespacesTheNetworkNemesesAreSkippedWithALine(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := runMain([]string{"-network", "off", "-nemesis", "partition-ring,loss"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "chaos: skipping the network nemeses (partition-ring, loss): -network off\n") ||
+		!strings.Contains(errb.String(), "no nemesis left") {
+		t.Fatalf("exit %d: %q", code, errb.String())
 	}
 }

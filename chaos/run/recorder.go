@@ -11,12 +11,13 @@ import (
 )
 
 // recorder writes the nemeses' doings into the history and follows the
-// windows in which a majority of agents is up and connected.
+// windows in which a majority of the members is up and connected.
 type recorder struct {
-	h     *check.History
-	names []string
-	// members is the configured cluster size (agents and embedded
-	// members); the embedded members are always up and connected.
+	h *check.History
+	// names of the processes, by index: the first members of them are
+	// cluster members; embedded more members live in the harness, always
+	// up and connected.
+	names             []string
 	members, embedded int
 
 	mu      sync.Mutex
@@ -24,16 +25,10 @@ type recorder struct {
 	in      bool
 	windows []check.Window
 	changes []time.Duration
-	lastUp  []bool
 }
 
-func newRecorder(h *check.History, names []string, embedded int) *recorder {
-	up := make([]bool, len(names))
-	for i := range up {
-		up[i] = true
-	}
-	return &recorder{h: h, names: names, members: len(names) + embedded, embedded: embedded, lastUp: up,
-		in: true}
+func newRecorder(h *check.History, names []string, members, embedded int) *recorder {
+	return &recorder{h: h, names: names, members: members, embedded: embedded, in: true}
 }
 
 func (r *recorder) Fault(k nemesis.Kind, node int, res, text string) time.Duration {
@@ -44,7 +39,8 @@ func (r *recorder) Fault(k nemesis.Kind, node int, res, text string) time.Durati
 	return t
 }
 
-func (r *recorder) Crash(node int) { r.h.Crash(r.names[node]) }
+func (r *recorder) Crash(proc int)  { r.h.Crash(r.names[proc]) }
+func (r *recorder) Freeze(proc int) { r.h.Freeze(r.names[proc]) }
 
 func (r *recorder) Healed(k nemesis.Kind, text string) time.Duration {
 	t := r.h.Mark("nemesis", "healed: "+text)
@@ -59,7 +55,7 @@ func (r *recorder) Healed(k nemesis.Kind, text string) time.Duration {
 // they count as connected to every agent.
 func (r *recorder) Changed(up []bool, f netlab.Faults) {
 	t := r.h.Elapsed()
-	ok := majority(up, f, r.embedded)
+	ok := majority(up[:r.members], f, r.embedded)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changes = append(r.changes, t)

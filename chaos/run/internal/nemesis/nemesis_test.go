@@ -15,7 +15,7 @@ import (
 
 func TestScheduleIsSeededAndStrikesEveryKind(t *testing.T) {
 	tm := DefaultTiming()
-	a := Schedule(7, All(), 0, tm)
+	a := Schedule(7, All(), 0, 1, tm)
 	if len(a) != len(All()) {
 		t.Fatalf("a zero-length run has %d steps, want one round of %d", len(a), len(All()))
 	}
@@ -24,13 +24,13 @@ func TestScheduleIsSeededAndStrikesEveryKind(t *testing.T) {
 			t.Errorf("%s missing from the round", k)
 		}
 	}
-	if b := Schedule(7, All(), 0, tm); !reflect.DeepEqual(a, b) {
+	if b := Schedule(7, All(), 0, 1, tm); !reflect.DeepEqual(a, b) {
 		t.Fatal("same seed, different schedules")
 	}
-	if c := Schedule(8, All(), 0, tm); reflect.DeepEqual(a, c) {
+	if c := Schedule(8, All(), 0, 1, tm); reflect.DeepEqual(a, c) {
 		t.Fatal("different seeds, same schedule")
 	}
-	long := Schedule(1, All(), time.Hour, tm)
+	long := Schedule(1, All(), time.Hour, 1, tm)
 	var sum time.Duration
 	for _, s := range long {
 		sum += s.Hold + s.Quiet
@@ -40,6 +40,9 @@ func TestScheduleIsSeededAndStrikesEveryKind(t *testing.T) {
 	}
 	if sum < time.Hour || len(long) < 300 {
 		t.Fatalf("an hour's schedule: %d steps over %v", len(long), sum)
+	}
+	if r := Schedule(7, []Kind{PartHolder}, 0, 5, tm); len(r) != 5 {
+		t.Fatalf("five rounds of one kind: %d steps", len(r))
 	}
 }
 
@@ -55,7 +58,7 @@ func TestParseKinds(t *testing.T) {
 	}
 }
 
-// fakeCluster logs what the nemeses do to it.
+// fakeCluster logs what the nemeses do to it: five agents and two workers.
 type fakeCluster struct {
 	n       int
 	up      []bool
@@ -63,9 +66,19 @@ type fakeCluster struct {
 	log     []string
 }
 
-func (f *fakeCluster) Size() int         { return f.n }
-func (f *fakeCluster) Name(i int) string { return fmt.Sprintf("n%d", i+1) }
-func (f *fakeCluster) Up(i int) bool     { return f.up[i] }
+func newFake(network bool) *fakeCluster {
+	return &fakeCluster{n: 5, up: []bool{true, true, true, true, true, true, true}, network: network}
+}
+
+func (f *fakeCluster) Size() int  { return f.n }
+func (f *fakeCluster) Procs() int { return len(f.up) }
+func (f *fakeCluster) Name(i int) string {
+	if i >= f.n {
+		return fmt.Sprintf("w%d", i-f.n+1)
+	}
+	return fmt.Sprintf("n%d", i+1)
+}
+func (f *fakeCluster) Up(i int) bool { return f.up[i] }
 func (f *fakeCluster) Kill(i int) error {
 	f.up[i] = false
 	f.log = append(f.log, "kill "+f.Name(i))
@@ -78,24 +91,33 @@ func (f *fakeCluster) Start(i int) error {
 }
 func (f *fakeCluster) Stop(i int) error { f.log = append(f.log, "stop "+f.Name(i)); return nil }
 func (f *fakeCluster) Cont(i int) error { f.log = append(f.log, "cont "+f.Name(i)); return nil }
+func (f *fakeCluster) Voters() int      { return 8 } // five agents, two member workers, one in the harness
+func (f *fakeCluster) Quorum() int      { return 5 }
 func (f *fakeCluster) Network() bool    { return f.network }
+func (f *fakeCluster) NetSize() int     { return len(f.up) }
 func (f *fakeCluster) Apply(x netlab.Faults) error {
 	f.log = append(f.log, "apply "+x.String())
 	return nil
 }
 
-type fakeTargets struct{ frozen []string }
+// fakeTargets: client 9 on w1 (process 5, a member) holds reg/1.
+type fakeTargets struct{ armed, witnessed []string }
 
-func (fakeTargets) Holder(*rand.Rand) (int, string, bool) { return 2, "reg/1", true }
+func (fakeTargets) Holder(*rand.Rand) (Holder, bool) {
+	return Holder{Client: 9, Resource: "reg/1", Worker: 5, Node: 5}, true
+}
 func (fakeTargets) Master(*rand.Rand) (int, string, bool) { return 4, "hot/0", true }
-func (f *fakeTargets) Freeze(node int, res string, d time.Duration) {
-	f.frozen = append(f.frozen, fmt.Sprintf("n%d %s", node+1, res))
+func (f *fakeTargets) Witness(res string)                 { f.witnessed = append(f.witnessed, res) }
+func (f *fakeTargets) Arm(h Holder) bool {
+	f.armed = append(f.armed, fmt.Sprintf("client %d %s", h.Client, h.Resource))
+	return true
 }
 
 type fakeRecorder struct {
 	t       time.Duration
 	faults  []string
 	crashes []int
+	frozen  []int
 	healed  int
 	changes int
 }
@@ -105,7 +127,8 @@ func (r *fakeRecorder) Fault(k Kind, node int, res, text string) time.Duration {
 	r.faults = append(r.faults, fmt.Sprintf("%s %d %s", k, node, res))
 	return r.t
 }
-func (r *fakeRecorder) Crash(node int) { r.crashes = append(r.crashes, node) }
+func (r *fakeRecorder) Crash(node int)  { r.crashes = append(r.crashes, node) }
+func (r *fakeRecorder) Freeze(node int) { r.frozen = append(r.frozen, node) }
 func (r *fakeRecorder) Healed(Kind, string) time.Duration {
 	r.healed++
 	r.t += time.Second
@@ -115,31 +138,41 @@ func (r *fakeRecorder) Changed([]bool, netlab.Faults) { r.changes++ }
 
 func TestStrikeDoesAndUndoesEachKind(t *testing.T) {
 	for _, k := range All() {
-		c := &fakeCluster{n: 5, up: []bool{true, true, true, true, true}, network: true}
+		c := newFake(true)
 		tg, rec := &fakeTargets{}, &fakeRecorder{}
 		ev := Strike(context.Background(), Step{Kind: k, Hold: time.Millisecond, Seed: 3}, c, tg, rec)
 		if ev.Err != "" || ev.At == 0 || ev.Healed <= ev.At || rec.healed != 1 {
 			t.Errorf("%s: %+v (healed %d)", k, ev, rec.healed)
 		}
 		log := strings.Join(c.log, "; ")
+		if aimed := k == KillHolder || k == PauseHolder || k == PartHolder; aimed != (len(tg.witnessed) == 1) || aimed && tg.witnessed[0] != "reg/1" {
+			t.Errorf("%s: witnessed %v", k, tg.witnessed)
+		}
 		for i, u := range c.up {
 			if !u {
-				t.Errorf("%s: n%d left down: %s", k, i+1, log)
+				t.Errorf("%s: %s left down: %s", k, c.Name(i), log)
 			}
 		}
 		switch k {
 		case KillHolder, KillMaster:
-			want := map[Kind]string{KillHolder: "kill n3; start n3", KillMaster: "kill n5; start n5"}[k]
+			want := map[Kind]string{KillHolder: "kill w1; start w1", KillMaster: "kill n5; start n5"}[k]
 			if log != want || len(rec.crashes) != 1 {
 				t.Errorf("%s: %s, want %s", k, log, want)
 			}
 		case QuorumLoss:
-			if strings.Count(log, "kill") != 3 || strings.Count(log, "start") != 3 || len(rec.crashes) != 3 {
+			// Eight voters, a quorum of five: four agents must go.
+			if strings.Count(log, "kill n") != 4 || strings.Count(log, "start n") != 4 || len(rec.crashes) != 4 {
 				t.Errorf("%s: %s", k, log)
 			}
 		case PauseHolder:
-			if log != "stop n3; cont n3" || len(tg.frozen) != 1 || tg.frozen[0] != "n3 reg/1" {
-				t.Errorf("%s: %s, frozen %v", k, log, tg.frozen)
+			if log != "stop w1; cont w1" || len(tg.armed) != 1 || tg.armed[0] != "client 9 reg/1" ||
+				len(rec.frozen) != 1 || rec.frozen[0] != 5 {
+				t.Errorf("%s: %s, armed %v, frozen %v", k, log, tg.armed, rec.frozen)
+			}
+		case PartHolder:
+			want := "apply cut n1->n6 n2->n6 n3->n6 n4->n6 n5->n6 n6->n1 n6->n2 n6->n3 n6->n4 n6->n5 n6->n7 n7->n6; apply healthy"
+			if log != want || ev.Resource != "reg/1" || !strings.Contains(ev.Text, "w1->n1") {
+				t.Errorf("%s: %s, want %s (resource %q, %s)", k, log, want, ev.Resource, ev.Text)
 			}
 		case KillRandom, Restart:
 			if strings.Count(log, "kill") != 1 || strings.Count(log, "start") != 1 {
@@ -154,7 +187,7 @@ func TestStrikeDoesAndUndoesEachKind(t *testing.T) {
 }
 
 func TestStrikeSkipsNetworkKindsWithoutNamespaces(t *testing.T) {
-	c := &fakeCluster{n: 5, up: []bool{true, true, true, true, true}}
+	c := newFake(false)
 	ev := Strike(context.Background(), Step{Kind: PartRing}, c, &fakeTargets{}, &fakeRecorder{})
 	if !strings.Contains(ev.Err, "skipped") || len(c.log) != 0 {
 		t.Fatalf("%+v %v", ev, c.log)

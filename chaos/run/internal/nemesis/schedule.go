@@ -21,12 +21,13 @@ const (
 	KillMaster   Kind = "kill-master"  // SIGKILL the master of a hot resource; restart after 0-2 s
 	KillRandom   Kind = "kill-random"  // SIGKILL a random agent; restart after 0-2 s
 	Restart      Kind = "restart"      // SIGKILL an agent and start it again at once: a new boot under the same name
-	PauseHolder  Kind = "pause-holder" // SIGSTOP a holder's agent for 2-3 leases, then SIGCONT
+	PauseHolder  Kind = "pause-holder" // SIGSTOP a holder's process, stopped at its write, for 2-3 leases; then SIGCONT
 	QuorumLoss   Kind = "quorum-loss"  // SIGKILL a majority, then restart it
 	PartMinority Kind = "partition-minority"
 	PartRing     Kind = "partition-ring"   // each node hears only its two ring neighbours
 	PartOneWay   Kind = "partition-oneway" // one node hears nobody while everyone hears it
 	PartBridge   Kind = "partition-bridge" // two sides that only a bridge node connects
+	PartHolder   Kind = "partition-holder" // cut off the member that holds a long holder's lock, while the holder writes on
 	Loss         Kind = "loss"             // 20-40 % packet loss between nodes
 	Delay        Kind = "delay"            // 50-250 ms delay on some nodes' packets
 )
@@ -34,7 +35,7 @@ const (
 // ProcessKinds need only processes; NetworkKinds need netlab.
 var (
 	ProcessKinds = []Kind{KillHolder, KillMaster, KillRandom, Restart, PauseHolder, QuorumLoss}
-	NetworkKinds = []Kind{PartMinority, PartRing, PartOneWay, PartBridge, Loss, Delay}
+	NetworkKinds = []Kind{PartMinority, PartRing, PartOneWay, PartBridge, PartHolder, Loss, Delay}
 )
 
 // All returns every kind, process ones first.
@@ -115,8 +116,8 @@ func DefaultTiming() Timing {
 
 // Schedule returns the steps of a run: rounds in which every kind strikes
 // once, in an order shuffled by the seed, until the steps' total reaches
-// total (at least one full round: every kind strikes).
-func Schedule(seed uint64, kinds []Kind, total time.Duration, t Timing) []Step {
+// total and at least rounds rounds (at least one: every kind strikes).
+func Schedule(seed uint64, kinds []Kind, total time.Duration, rounds int, t Timing) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x6368616f73)) // "chaos"
 	between := func(lo, hi time.Duration) time.Duration {
 		if hi <= lo {
@@ -126,7 +127,7 @@ func Schedule(seed uint64, kinds []Kind, total time.Duration, t Timing) []Step {
 	}
 	var steps []Step
 	var sum time.Duration
-	for round := 0; round == 0 || sum < total; round++ {
+	for round := 0; round < max(rounds, 1) || sum < total; round++ {
 		order := slices.Clone(kinds)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, k := range order {

@@ -12,46 +12,83 @@ import (
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/netlab"
 )
 
-// Cluster is what the nemeses act on: the agents (by index) and their
-// network.
+// Cluster is what the nemeses act on: processes by index, the agents
+// first (0..Size()-1), then the worker processes that run the clients,
+// and the network between them.
 type Cluster interface {
+	// Size is the number of agents; Procs the number of processes.
 	Size() int
+	Procs() int
 	Name(i int) string
 	Up(i int) bool
-	// Kill sends SIGKILL and waits until the agent is gone; Start starts
-	// it again under the same name (a new boot) and waits until it serves
-	// or a bound passes.
+	// Kill sends SIGKILL and waits until the process is gone; Start
+	// starts it again under the same name (a new boot) and waits until it
+	// serves or a bound passes.
 	Kill(i int) error
 	Start(i int) error
 	// Stop and Cont send SIGSTOP and SIGCONT, confirmed.
 	Stop(i int) error
 	Cont(i int) error
-	// Network reports whether Apply works (netlab, as root).
+	// Voters is the number of members of the cluster (agents, members
+	// in worker processes, members in the harness); Quorum how many of
+	// them make a quorum.
+	Voters() int
+	Quorum() int
+	// Network reports whether Apply works (netlab, as root); NetSize is
+	// the number of nodes on the network (the agents, and the workers
+	// if they are members).
 	Network() bool
+	NetSize() int
 	Apply(f netlab.Faults) error
+}
+
+// Holder is a client that holds an EX lock now, and where it is.
+type Holder struct {
+	Client   int
+	Resource string
+	// Worker is the process the client runs in; Node is the process
+	// whose cluster member holds the lock for it: the worker itself if
+	// it is a member, else the agent it connects to. Node is also its
+	// index on the network.
+	Worker, Node int
 }
 
 // Targets are what the workload knows about who holds and masters what.
 type Targets interface {
-	// Holder picks a client that holds an EX lock now: its agent and the
-	// resource.
-	Holder(rng *rand.Rand) (node int, resource string, ok bool)
+	// Holder picks a client that holds an EX lock now.
+	Holder(rng *rand.Rand) (Holder, bool)
 	// Master picks a hot resource and the agent that masters it.
 	Master(rng *rand.Rand) (node int, resource string, ok bool)
-	// Freeze makes the holding client of resource on node stop for d as
-	// if its process were paused, then write once more with the token it
-	// held, without looking whether the lock was lost: the late write of
-	// a paused holder, which the fenced register must refuse.
-	Freeze(node int, resource string, d time.Duration)
+	// Arm stops the holder at the point of writing under its token, to
+	// write once its process was frozen and woken, without looking
+	// whether the lock was lost: the late write of a paused holder,
+	// which the fenced register must refuse. It reports whether the
+	// holder got there (it may have let go already).
+	Arm(h Holder) bool
+	// Witness has a client that no nemesis reaches ask for resource in
+	// EX, now, and let go once granted: the grant that shows when the
+	// struck holder's lock could be had elsewhere.
+	Witness(resource string)
 }
+
+// witnessLead is how long a witness's request has to reach the
+// resource's master before the nemesis strikes; holderWait how long a
+// nemesis aimed at a holder waits for one.
+const (
+	witnessLead = 50 * time.Millisecond
+	holderWait  = 3 * time.Second
+)
 
 // Recorder is told what the nemeses do, for the history and the report.
 type Recorder interface {
 	// Fault marks a fault struck now and returns its time.
 	Fault(kind Kind, node int, resource, text string) time.Duration
-	// Crash tells the history that node's agent died: calls in flight on
-	// it are of unknown outcome from now on.
-	Crash(node int)
+	// Crash tells the history that process died: calls in flight on it
+	// are of unknown outcome from now on, and its clients' beliefs end.
+	// Freeze tells it the process was frozen: for the checks the same as
+	// a crash, until it wakes and acts again.
+	Crash(proc int)
+	Freeze(proc int)
 	// Healed marks the end of a fault and returns its time.
 	Healed(kind Kind, text string) time.Duration
 	// Changed says the agents' state or the network changed (for the
@@ -77,7 +114,7 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 	n := c.Size()
 	ev := Event{Kind: s.Kind}
 	up := func() []bool {
-		u := make([]bool, n)
+		u := make([]bool, c.Procs())
 		for i := range u {
 			u[i] = c.Up(i)
 		}
@@ -98,12 +135,14 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 		ev.Text = text
 		ev.At = rec.Fault(s.Kind, node, resource, text)
 	}
+	// A process's crash is recorded once it is gone: what it recorded
+	// itself is all before that.
 	kill := func(nodes []int) {
 		for _, i := range nodes {
-			rec.Crash(i)
 			if err := c.Kill(i); err != nil {
 				errs = append(errs, err)
 			}
+			rec.Crash(i)
 		}
 		rec.Changed(up(), netlab.Faults{})
 	}
@@ -125,8 +164,20 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 		return out
 	}
 	pick := func() int { a := alive(); return a[rng.IntN(len(a))] }
+	// holder waits a little for a long holder: they let go and take
+	// their lock again all the time.
+	holder := func() (Holder, bool) {
+		deadline := time.Now().Add(holderWait)
+		for {
+			h, ok := tg.Holder(rng)
+			if ok || time.Now().After(deadline) || ctx.Err() != nil {
+				return h, ok
+			}
+			hold(20 * time.Millisecond)
+		}
+	}
 	net := func(f netlab.Faults, text string) {
-		mark(-1, "", nil, text+": "+f.String())
+		mark(-1, "", nil, text+": "+f.Describe(c.Name))
 		if err := c.Apply(f); err != nil {
 			errs = append(errs, err)
 		}
@@ -137,9 +188,11 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 		}
 		rec.Changed(up(), netlab.Faults{})
 	}
-	if len(alive()) < n {
-		ev.Err = "skipped: not every agent is up"
-		return ev
+	for i := range c.Procs() {
+		if !c.Up(i) {
+			ev.Err = "skipped: not every process is up"
+			return ev
+		}
 	}
 	if s.Kind.Network() && !c.Network() {
 		ev.Err = "skipped: needs the network namespaces (root)"
@@ -150,40 +203,69 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 		node, res, ok := -1, "", false
 		switch s.Kind {
 		case KillHolder:
-			node, res, ok = tg.Holder(rng)
+			var h Holder
+			if h, ok = holder(); ok {
+				node, res = h.Node, h.Resource
+			}
 		case KillMaster:
 			node, res, ok = tg.Master(rng)
 		}
 		if !ok {
 			node = pick()
 		}
+		if ok && s.Kind == KillHolder {
+			tg.Witness(res)
+			hold(witnessLead)
+		}
 		text := fmt.Sprintf("%s %s", s.Kind, c.Name(node))
-		if res != "" {
+		switch {
+		case res != "":
 			text += " (" + res + ")"
+		case s.Kind == KillHolder || s.Kind == KillMaster:
+			text += " (no target found: a random agent)"
 		}
 		mark(node, res, []int{node}, fmt.Sprintf("%s, down %v", text, s.Hold.Round(time.Millisecond)))
 		kill([]int{node})
 		hold(s.Hold)
 		restart([]int{node})
 	case PauseHolder:
-		node, res, ok := tg.Holder(rng)
-		if !ok {
-			node = pick()
+		h, ok := holder()
+		node, res := pick(), ""
+		armed := false
+		if ok {
+			node, res = h.Worker, h.Resource
+			armed = tg.Arm(h)
+			tg.Witness(res)
+			hold(witnessLead)
 		}
-		mark(node, res, []int{node}, fmt.Sprintf("pause %s for %v", c.Name(node), s.Hold.Round(time.Millisecond)))
+		what := "pause"
+		if armed {
+			what = fmt.Sprintf("pause (holder of %s stopped at its write)", res)
+		}
+		mark(node, res, []int{node}, fmt.Sprintf("%s %s for %v", what, c.Name(node), s.Hold.Round(time.Millisecond)))
 		if err := c.Stop(node); err != nil {
 			errs = append(errs, err)
-		}
-		if ok {
-			tg.Freeze(node, res, s.Hold)
+		} else {
+			rec.Freeze(node)
 		}
 		hold(s.Hold)
 		if err := c.Cont(node); err != nil {
 			errs = append(errs, err)
 		}
+	case PartHolder:
+		h, ok := holder()
+		node, res := pick(), ""
+		if ok {
+			node, res = h.Node, h.Resource
+			tg.Witness(res)
+			hold(witnessLead)
+		}
+		net(netlab.Isolate(c.NetSize(), []int{node}), fmt.Sprintf("isolate %s, holding %s", c.Name(node), res))
+		ev.Resource, ev.Nodes = res, []string{c.Name(node)}
 	case QuorumLoss:
+		k := min(n, c.Voters()-c.Quorum()+1)
 		order := rng.Perm(n)
-		victims := order[:n/2+1]
+		victims := order[:k]
 		slices.Sort(victims)
 		mark(-1, "", victims, fmt.Sprintf("quorum loss: kill %s for %v", names(c, victims), s.Hold.Round(time.Millisecond)))
 		kill(victims)

@@ -51,6 +51,11 @@ func (f Faults) Empty() bool {
 
 // String describes the faults in a line: "cut n1->n2 n2->n1; loss n3 30%".
 func (f Faults) String() string {
+	return f.Describe(func(i int) string { return fmt.Sprintf("n%d", i+1) })
+}
+
+// Describe is String with the nodes named by name.
+func (f Faults) Describe(name func(int) string) string {
 	var parts []string
 	var cuts []string
 	for _, k := range slices.SortedFunc(maps.Keys(f.Cut), func(a, b Link) int {
@@ -60,7 +65,7 @@ func (f Faults) String() string {
 		return a.To - b.To
 	}) {
 		if f.Cut[k] {
-			cuts = append(cuts, fmt.Sprintf("n%d->n%d", k.From+1, k.To+1))
+			cuts = append(cuts, name(k.From)+"->"+name(k.To))
 		}
 	}
 	if len(cuts) > 0 {
@@ -68,12 +73,12 @@ func (f Faults) String() string {
 	}
 	for _, i := range slices.Sorted(maps.Keys(f.Loss)) {
 		if f.Loss[i] > 0 {
-			parts = append(parts, fmt.Sprintf("loss n%d %d%%", i+1, f.Loss[i]))
+			parts = append(parts, fmt.Sprintf("loss %s %d%%", name(i), f.Loss[i]))
 		}
 	}
 	for _, i := range slices.Sorted(maps.Keys(f.Delay)) {
 		if f.Delay[i] > 0 {
-			parts = append(parts, fmt.Sprintf("delay n%d %v", i+1, f.Delay[i]))
+			parts = append(parts, fmt.Sprintf("delay %s %v", name(i), f.Delay[i]))
 		}
 	}
 	if len(parts) == 0 {

@@ -32,6 +32,7 @@ type Run struct {
 	SelfTest string          `json:"self_test"`
 	Notes    []string        `json:"notes"`
 	Majority []check.Window  `json:"majority_windows"`
+	Settle   time.Duration   `json:"settle_ns"`
 	Grants   []time.Duration `json:"-"` // grant return times, for the picture
 }
 
@@ -85,7 +86,7 @@ func Markdown(r Run) string {
 		fmt.Fprintf(&b, "- inconclusive: %s\n", strings.ReplaceAll(x, "\n", " "))
 	}
 	b.WriteString("\n## Availability\n\n")
-	fmt.Fprintf(&b, "A probe per agent takes its own lock every 100 ms; a 100 ms slot counts as available when a probe called in it was granted within 1 s.\n\n")
+	fmt.Fprintf(&b, "A probe per worker process and one in the harness each take a lock of their own every 100 ms; a 100 ms slot counts as available when a probe called in it was granted within 1 s. Settled leaves out the %s after every change (fault, heal, kill, restart).\n\n", r.Settle)
 	fmt.Fprintf(&b, "| window | measured | slots | available | share |\n|---|--:|--:|--:|--:|\n")
 	for _, a := range []struct {
 		name string
@@ -94,7 +95,7 @@ func Markdown(r Run) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %.2f %% |\n", a.name, a.a.Measured.Round(time.Second), a.a.Slots, a.a.Available, 100*a.a.Share)
 	}
 	b.WriteString("\n## Time from each fault to the next grant\n\n")
-	b.WriteString("For kill-holder: the killed holder's lock granted to a client of another agent; otherwise any grant.\n\n")
+	b.WriteString("For kill-holder, pause-holder and partition-holder: the struck holder's lock granted to a client of another process (a client in the harness asks for it just before the fault); for the others, any grant.\n\n")
 	b.WriteString("| nemesis | faults | median | p99 | max | never |\n|---|--:|--:|--:|--:|--:|\n")
 	kinds := make([]string, 0, len(v.ByKind))
 	for k := range v.ByKind {
@@ -104,6 +105,9 @@ func Markdown(r Run) string {
 	for _, k := range kinds {
 		s := v.ByKind[k]
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %d |\n", k, s.Count, ms(s.Median), ms(s.P99), ms(s.Max), s.Never)
+	}
+	if v.Unaimed > 0 {
+		fmt.Fprintf(&b, "\n%d faults aimed at a holder found none within 3 s and struck a random process instead; they are left out above.\n", v.Unaimed)
 	}
 	if len(v.Skipped) > 0 {
 		b.WriteString("\nSkipped:\n\n")

@@ -27,8 +27,10 @@ type Input struct {
 	Majority, Settled []check.Window
 	// Probe options for availability.
 	Probe check.AvailabilityOptions
-	// CheckTimeout bounds porcupine.
+	// CheckTimeout bounds porcupine; MaxSteps bounds its steps per
+	// resource (0: chaos/check's default).
 	CheckTimeout time.Duration
+	MaxSteps     int64
 	// Dir receives porcupine's visualizations and dumps on failure.
 	Dir string
 }
@@ -50,8 +52,11 @@ type Verdict struct {
 	Election     check.ElectionResult `json:"election"`
 	FrozenWrites FrozenStats          `json:"frozen_writes"`
 	Faults       int                  `json:"faults"`
-	Skipped      []string             `json:"skipped_faults"`
-	Files        []string             `json:"files"`
+	// Unaimed counts the faults aimed at a holder that found none and
+	// struck at random: left out of the times to a grant.
+	Unaimed int      `json:"unaimed_faults"`
+	Skipped []string `json:"skipped_faults"`
+	Files   []string `json:"files"`
 }
 
 // RecoveryStats sum up the times to the next grant of one nemesis kind.
@@ -74,7 +79,7 @@ type FrozenStats struct {
 
 // Judge runs the checkers.
 func Judge(in Input) Verdict {
-	opts := check.Options{Checks: check.DefaultChecks, Timeout: in.CheckTimeout, VisualizationDir: in.Dir,
+	opts := check.Options{Checks: check.DefaultChecks, Timeout: in.CheckTimeout, MaxSteps: in.MaxSteps, VisualizationDir: in.Dir,
 		Name: "run"} // an inconclusive check fails the verdict (check's default)
 	res := check.Check(in.History, opts)
 	v := Verdict{Stats: res.Stats, Files: res.Files, ByKind: make(map[string]RecoveryStats)}
@@ -125,8 +130,17 @@ func Judge(in Input) Verdict {
 		if len(e.Nodes) == 1 {
 			f.Node = e.Nodes[0]
 		}
-		if e.Kind != nemesis.KillHolder {
-			f.Resource = "" // only a killed holder's lock must move
+		switch e.Kind {
+		case nemesis.KillHolder, nemesis.PauseHolder, nemesis.PartHolder:
+			// The struck holder's lock must move: a witness asked for
+			// it just before the fault. Without a holder found, the
+			// fault struck at random and measures nothing of that.
+			if e.Resource == "" {
+				v.Unaimed++
+				continue
+			}
+		default:
+			f.Resource = ""
 		}
 		faults = append(faults, f)
 	}

@@ -84,7 +84,7 @@ func recordRun(t *testing.T, d time.Duration) (*check.History, workload.Results,
 		}
 		svcs = append(svcs, workload.Service{Node: names[i], Agent: -1, LS: workload.Embedded(ls)})
 	}
-	r := workload.New(h, svcs, workload.DefaultConfig())
+	r := workload.New(h, workload.NewStore(), svcs, workload.DefaultConfig(), workload.Hooks{})
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	r.Run(ctx)

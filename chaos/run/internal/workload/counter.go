@@ -78,9 +78,7 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 			inc.Outcome = check.Unknown
 		}
 	}
-	r.mu.Lock()
-	r.incs = append(r.incs, inc)
-	r.mu.Unlock()
+	r.addIncrement(inc)
 	return inc.Outcome == check.OK
 }
 
@@ -89,8 +87,7 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 // it, and the value must outlive the counter clients for Finish to read it.
 func (r *Runner) keep(ctx context.Context) {
 	svc := r.services[0]
-	c := &client{r: r, id: r.nextID, svc: svc}
-	r.nextID++
+	c := &client{r: r, id: r.newID(), svc: svc}
 	op := r.h.Acquire(c.id, svc.Node, CounterRes, modes.NL)
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -124,8 +121,7 @@ func (r *Runner) Finish(ctx context.Context) error {
 		// master's books, and with the clients gone it is what keeps the
 		// value: let it go only once the new lock holds the resource.
 		oldClient, old := c, lk
-		c = &client{r: r, id: r.nextID, svc: r.services[0]}
-		r.nextID++
+		c = &client{r: r, id: r.newID(), svc: r.services[0]}
 		op := r.h.Acquire(c.id, c.svc.Node, CounterRes, modes.EX)
 		var err error
 		lk, err = c.svc.LS.Acquire(octx, CounterRes, modes.EX)

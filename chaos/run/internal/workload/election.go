@@ -69,9 +69,7 @@ func (r *Runner) reader(ctx context.Context, c *client) {
 			sleep(ctx, 50*time.Millisecond)
 			continue
 		}
-		r.mu.Lock()
-		r.obs = append(r.obs, o)
-		r.mu.Unlock()
+		r.addObservation(o)
 		sleep(ctx, 50*time.Millisecond)
 	}
 }

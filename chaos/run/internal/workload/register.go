@@ -10,47 +10,26 @@ import (
 
 // register is a writer of the fenced register: it takes one of the
 // registers' locks in EX, holds it a few milliseconds, writes the register
-// under its token if the lock was not lost, and unlocks. A nemesis may
-// freeze it while it holds the lock (Freeze): it then sleeps through the
-// pause and writes once more without looking at Lost, as a process that
-// was paused past its lease would.
+// under its token if the lock was not lost, and unlocks.
 func (r *Runner) register(ctx context.Context, c *client) {
-	freeze := make(chan time.Duration, 1)
 	for ctx.Err() == nil {
-		res := fmt.Sprintf("%s%d", RegisterPrefix, c.rng.IntN(max(1, r.cfg.Registers)))
-		op := r.h.Acquire(c.id, c.svc.Node, res, modes.EX)
-		octx, cancel := c.opCtx(ctx)
-		lk, err := c.svc.LS.Acquire(octx, res, modes.EX)
-		cancel()
-		if err != nil {
-			resolve(op, err)
-			sleep(ctx, time.Duration(10+c.rng.IntN(40))*time.Millisecond)
+		res, lk, ok := r.takeRegister(ctx, c)
+		if !ok {
 			continue
 		}
-		op.Granted(lk.Mode(), lk.Token())
-		r.mu.Lock()
-		r.holds[c.id] = &hold{agent: c.svc.Agent, resource: res, freeze: freeze}
-		r.mu.Unlock()
-
-		lost := false
 		t := time.NewTimer(time.Duration(5+c.rng.IntN(35)) * time.Millisecond)
+		lost := false
 		select {
 		case <-t.C:
 		case <-lk.Lost():
 			lost = true
 			r.h.Lost(c.id, c.svc.Node, res)
-		case d := <-freeze:
-			lost = r.frozenWrite(ctx, c, res, lk, d)
 		case <-ctx.Done():
 		}
 		t.Stop()
-		r.mu.Lock()
-		delete(r.holds, c.id)
-		r.mu.Unlock()
 		if !lost {
 			select {
 			case <-lk.Lost():
-				lost = true
 				r.h.Lost(c.id, c.svc.Node, res)
 			default:
 				c.write(res, lk.Token())
@@ -60,34 +39,96 @@ func (r *Runner) register(ctx context.Context, c *client) {
 	}
 }
 
-// frozenWrite sleeps through a pause, then writes under the old token. The
-// client's lock library tells it the lock is lost when the lease runs out
-// on its clock (recorded then: the belief ends there); the paused
-// application just does not look before it writes. It reports whether
-// the lock was lost.
-func (r *Runner) frozenWrite(ctx context.Context, c *client, res string, lk Lock, d time.Duration) bool {
-	lostC, lost := lk.Lost(), false
-	t := time.NewTimer(d)
-	defer t.Stop()
-wait:
-	for {
-		select {
-		case <-lostC:
-			r.h.Lost(c.id, c.svc.Node, res)
-			lost, lostC = true, nil
-		case <-t.C:
-			break wait
-		case <-ctx.Done():
-			break wait
+// longHolder holds a register's EX lock for a second or more, writing
+// under its token every 50-100 ms, each time after looking whether the
+// lock was lost: a holder with writes in flight when a nemesis strikes its
+// node, the situation in which a lock service that re-grants too early
+// lets two writers at once. The nemeses aim at these holds (Holder), and
+// may stop one at the point of writing (Arm) before they freeze its
+// process.
+func (r *Runner) longHolder(ctx context.Context, c *client) {
+	arm := make(chan chan Armed, 1)
+	for ctx.Err() == nil {
+		res, lk, ok := r.takeRegister(ctx, c)
+		if !ok {
+			continue
 		}
+		r.mu.Lock()
+		r.holds[c.id] = &hold{agent: c.svc.Agent, resource: res, token: lk.Token(), arm: arm}
+		r.mu.Unlock()
+		span := r.cfg.LongHoldMax - r.cfg.LongHoldMin
+		d := r.cfg.LongHoldMin + time.Duration(c.rng.Int64N(int64(max(span, 1))))
+		end := time.Now().Add(d)
+		if r.hooks.Hold != nil {
+			r.hooks.Hold(c.id, res, lk.Token(), d)
+		}
+		lost := false
+		for !lost && ctx.Err() == nil && time.Now().Before(end) {
+			t := time.NewTimer(time.Duration(50+c.rng.IntN(50)) * time.Millisecond)
+			select {
+			case <-t.C:
+				select {
+				case <-lk.Lost():
+					lost = true
+					r.h.Lost(c.id, c.svc.Node, res)
+				default:
+					c.write(res, lk.Token())
+				}
+			case <-lk.Lost():
+				lost = true
+				r.h.Lost(c.id, c.svc.Node, res)
+			case reply := <-arm:
+				lost = r.frozenWrite(c, res, lk, reply)
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		r.mu.Lock()
+		delete(r.holds, c.id)
+		r.mu.Unlock()
+		if r.hooks.Unhold != nil {
+			r.hooks.Unhold(c.id)
+		}
+		c.unlock(res, lk)
 	}
-	woke := r.h.Elapsed()
+}
+
+// takeRegister takes one of the registers in EX; false after a failure
+// (recorded, and slept off).
+func (r *Runner) takeRegister(ctx context.Context, c *client) (string, Lock, bool) {
+	res := fmt.Sprintf("%s%d", RegisterPrefix, c.rng.IntN(max(1, r.cfg.Registers)))
+	op := r.h.Acquire(c.id, c.svc.Node, res, modes.EX)
+	octx, cancel := c.opCtx(ctx)
+	lk, err := c.svc.LS.Acquire(octx, res, modes.EX)
+	cancel()
+	if err != nil {
+		resolve(op, err)
+		sleep(ctx, time.Duration(10+c.rng.IntN(40))*time.Millisecond)
+		return "", nil, false
+	}
+	op.Granted(lk.Mode(), lk.Token())
+	return res, lk, true
+}
+
+// frozenWrite is an armed holder: it looks once more whether the lock was
+// lost, answers Arm, and waits for its process to be stopped and
+// continued; then it writes under the token without looking again, and
+// records what the register said. It reports whether the lock was lost
+// before it armed.
+func (r *Runner) frozenWrite(c *client, res string, lk Lock, reply chan Armed) bool {
+	select {
+	case <-lk.Lost():
+		reply <- Armed{}
+		r.h.Lost(c.id, c.svc.Node, res)
+		return true
+	default:
+	}
 	token := lk.Token()
-	newer := r.store.MaxToken(res) > token
-	ok := c.write(res, token)
-	r.mu.Lock()
-	r.frozen = append(r.frozen, FrozenWrite{Client: c.id, Node: c.svc.Node, Resource: res, Token: token,
-		Woke: woke, Accepted: ok, Newer: newer})
-	r.mu.Unlock()
-	return lost
+	reply <- Armed{OK: true, Token: token, Resource: res}
+	woke := r.hooks.WaitWake != nil && r.hooks.WaitWake(30*time.Second)
+	at := r.h.Elapsed()
+	ok, newer := c.write(res, token)
+	r.addFrozen(FrozenWrite{Client: c.id, Node: c.svc.Node, Resource: res, Token: token, Woke: at,
+		Accepted: ok, Newer: newer, Paused: woke})
+	return false
 }

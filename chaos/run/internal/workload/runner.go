@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/seed-a6839e30/dlm/chaos/check"
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/modes"
 )
 
 // Service is one way into the lock service: an agent (Agent >= 0, through
@@ -27,10 +29,24 @@ type Service struct {
 type Config struct {
 	// Clients is the number of workload clients, spread over the
 	// services: by turns a register writer, a mode mixer, a register
-	// writer, a mode mixer, a counter incrementer. Two election
-	// candidates, an election reader and one probe per service come on
-	// top.
-	Clients int
+	// writer, a mode mixer, a counter incrementer. Every other register
+	// writer is a long holder (see register). Candidates election
+	// candidates, Readers election readers and one probe per service
+	// (if Probes) come on top.
+	Clients             int
+	Candidates, Readers int
+	Probes              bool
+	// Keeper takes the runner's own NL lock on the counter before the
+	// clients start, for Finish: the resource, and its value block,
+	// live only while some lock is on it (see keep). One runner of a
+	// run keeps the counter, in a process no nemesis reaches.
+	Keeper bool
+	// FirstID is the first client id: ids are unique across the
+	// runners of a run.
+	FirstID int
+	// ValueBase is added to every value written to the register: values
+	// are unique across the runners of a run.
+	ValueBase int64
 	// Seed draws every client's choices.
 	Seed uint64
 	// Registers, Mixes are how many resources of each kind the clients
@@ -40,15 +56,36 @@ type Config struct {
 	OpTimeout time.Duration
 	// ProbeEvery is the probes' period; ProbeWithin their deadline.
 	ProbeEvery, ProbeWithin time.Duration
+	// LongHold is the range of a long holder's hold.
+	LongHoldMin, LongHoldMax time.Duration
 	// MasterOf, if set, names the agent mastering a resource (-1 if it
 	// is not an agent or unknown), for the kill-master nemesis.
-	MasterOf func(resource string) int
+	MasterOf func(resource string) int `json:"-"`
 }
 
-// DefaultConfig is ten clients on two registers and three mixed resources.
+// DefaultConfig is ten clients on two registers and three mixed
+// resources, two candidates, a reader and the probes.
 func DefaultConfig() Config {
-	return Config{Clients: 10, Registers: 2, Mixes: 3, OpTimeout: 5 * time.Second,
-		ProbeEvery: 100 * time.Millisecond, ProbeWithin: time.Second}
+	return Config{Clients: 10, Candidates: 2, Readers: 1, Probes: true, Keeper: true, Registers: 2, Mixes: 3,
+		OpTimeout: 5 * time.Second, ProbeEvery: 100 * time.Millisecond, ProbeWithin: time.Second,
+		LongHoldMin: time.Second, LongHoldMax: 3 * time.Second}
+}
+
+// Hooks are how a runner tells the rest of the harness what happens, when
+// it runs in a worker process. Every field may be nil.
+type Hooks struct {
+	// Hold and Unhold report a long holder's EX lock, and how long it
+	// means to hold it (the nemeses aim at these holders).
+	Hold   func(client int, resource string, token uint64, hold time.Duration)
+	Unhold func(client int)
+	// Increment, Observation and Frozen report each result as it
+	// happens (the process may be killed before the end).
+	Increment   func(check.Increment)
+	Observation func(check.Observation)
+	Frozen      func(FrozenWrite)
+	// WaitWake blocks until the process was stopped and continued
+	// (SIGCONT), or until d passed; it reports whether it woke.
+	WaitWake func(d time.Duration) bool
 }
 
 // Resource names; probes have their own prefix so availability can find
@@ -67,27 +104,39 @@ const (
 type Runner struct {
 	cfg          Config
 	h            *check.History
-	store        *Store
+	store        Register
 	services     []Service
+	hooks        Hooks
 	nextID       int
 	keeper       Lock // see keep
 	keeperClient *client
 
 	mu        sync.Mutex
-	holds     map[int]*hold // register clients' current EX holds, by client id
+	holds     map[int]*hold // long holders' current EX holds, by client id
 	incs      []check.Increment
 	final     *check.CounterRead
 	obs       []check.Observation
 	frozen    []FrozenWrite
 	values    int64
 	perClient map[string]int // clients per kind, for the report
+	plan      []planned
+	witnesses sync.WaitGroup
 }
 
-// hold is a register client's EX lock, while it holds it.
+// hold is a long holder's EX lock, while it holds it.
 type hold struct {
 	agent    int
 	resource string
-	freeze   chan time.Duration
+	token    uint64
+	arm      chan chan Armed
+}
+
+// Armed is a long holder's answer to Arm: stopped at the point of writing
+// under Token, or not (OK false: it no longer held the lock).
+type Armed struct {
+	OK       bool   `json:"ok"`
+	Token    uint64 `json:"tok"`
+	Resource string `json:"r"`
 }
 
 // FrozenWrite is the write a paused holder made when it woke, under the
@@ -103,45 +152,122 @@ type FrozenWrite struct {
 	// Newer says a higher token had been accepted for the key before the
 	// write: its acceptance would be a violation.
 	Newer bool `json:"newer"`
+	// Paused says the process was stopped and continued while the holder
+	// waited to write (false: the wait ran out first).
+	Paused bool `json:"paused"`
 }
 
-// New returns a runner over services, recording into h.
-func New(h *check.History, services []Service, cfg Config) *Runner {
-	return &Runner{cfg: cfg, h: h, store: NewStore(), services: services,
+// New returns a runner over services, recording into h and writing to
+// store.
+func New(h *check.History, store Register, services []Service, cfg Config, hooks Hooks) *Runner {
+	r := &Runner{cfg: cfg, h: h, store: store, services: services, hooks: hooks, nextID: cfg.FirstID,
 		holds: make(map[int]*hold), perClient: make(map[string]int)}
+	r.plan = r.makePlan()
+	for _, p := range r.plan {
+		r.perClient[p.kind]++
+	}
+	return r
+}
+
+// planned is a client Run will start.
+type planned struct {
+	kind string
+	svc  Service
+	f    func(ctx context.Context, c *client)
+}
+
+func (r *Runner) makePlan() []planned {
+	var plan []planned
+	add := func(kind string, svc Service, f func(ctx context.Context, c *client)) {
+		plan = append(plan, planned{kind, svc, f})
+	}
+	n := len(r.services)
+	registers := 0
+	for i := range r.cfg.Clients {
+		svc := r.services[i%n]
+		switch i % 5 {
+		case 0, 2:
+			if registers++; registers%2 == 0 {
+				add("long holder", svc, r.longHolder)
+			} else {
+				add("register", svc, r.register)
+			}
+		case 1, 3:
+			add("mix", svc, r.mix)
+		case 4:
+			add("counter", svc, r.counter)
+		}
+	}
+	for i := range r.cfg.Candidates {
+		add("candidate", r.services[(n-1)*(i%2)], r.candidate)
+	}
+	for i := range r.cfg.Readers {
+		add("reader", r.services[(n/2+i)%n], r.reader)
+	}
+	if r.cfg.Probes {
+		for _, svc := range r.services {
+			add("probe", svc, r.probe)
+		}
+	}
+	return plan
 }
 
 // Run runs every client until ctx ends and all of them have stopped.
 func (r *Runner) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0x776f726b)) // "work"
-	start := func(kind string, svc Service, f func(ctx context.Context, c *client)) {
-		c := &client{r: r, id: r.nextID, svc: svc, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(r.nextID)))}
-		r.nextID++
-		r.perClient[kind]++
-		wg.Go(func() { f(ctx, c) })
+	if r.cfg.Keeper {
+		r.keep(ctx)
 	}
-	r.keep(ctx)
-	n := len(r.services)
-	for i := range r.cfg.Clients {
-		svc := r.services[i%n]
-		switch i % 5 {
-		case 0, 2:
-			start("register", svc, r.register)
-		case 1, 3:
-			start("mix", svc, r.mix)
-		case 4:
-			start("counter", svc, r.counter)
-		}
-	}
-	start("candidate", r.services[0], r.candidate)
-	start("candidate", r.services[n-1], r.candidate)
-	start("reader", r.services[n/2], r.reader)
-	for _, svc := range r.services {
-		start("probe", svc, r.probe)
+	for _, p := range r.plan {
+		id := r.newID()
+		c := &client{r: r, id: id, svc: p.svc, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(id)))}
+		wg.Go(func() { p.f(ctx, c) })
 	}
 	wg.Wait()
+	r.witnesses.Wait()
 }
+
+// newID returns a client id not used before.
+func (r *Runner) newID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := r.nextID
+	r.nextID++
+	return id
+}
+
+// Witness asks for resource in EX as a new client of the runner's first
+// service, with a deadline of d, writes the register once under its token
+// when granted, and lets go: started just before a nemesis strikes the
+// resource's holder, its grant is the moment the lock could be had
+// elsewhere (check.TimeToGrant), and its write is the newer one a paused
+// holder's late write meets. It returns once the request is recorded; Run
+// waits for it to end.
+func (r *Runner) Witness(ctx context.Context, resource string, d time.Duration) {
+	c := &client{r: r, id: r.newID(), svc: r.services[0]}
+	op := r.h.Acquire(c.id, c.svc.Node, resource, modes.EX)
+	r.witnesses.Go(func() {
+		octx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		lk, err := c.svc.LS.Acquire(octx, resource, modes.EX)
+		if err != nil {
+			resolve(op, err)
+			return
+		}
+		op.Granted(lk.Mode(), lk.Token())
+		select {
+		case <-lk.Lost():
+			r.h.Lost(c.id, c.svc.Node, resource)
+		default:
+			c.write(resource, lk.Token())
+		}
+		c.unlock(resource, lk)
+	})
+}
+
+// Clients counts the clients of each kind the runner runs.
+func (r *Runner) Clients() map[string]int { return maps.Clone(r.perClient) }
 
 // client is one workload client: a lock handle owner with its own id.
 type client struct {
@@ -210,37 +336,63 @@ func (c *client) unlock(res string, lk Lock) {
 }
 
 // write writes the next value to key under token and records the store's
-// answer.
-func (c *client) write(key string, token uint64) bool {
+// answer; it reports whether the store accepted it and whether it had
+// accepted a higher token before.
+func (c *client) write(key string, token uint64) (accepted, newer bool) {
 	c.r.mu.Lock()
 	c.r.values++
-	v := c.r.values
+	v := c.r.cfg.ValueBase + c.r.values
 	c.r.mu.Unlock()
 	w := c.r.h.Write(c.id, c.svc.Node, key, token, v)
-	ok := c.r.store.Write(key, token, v)
-	if ok {
+	accepted, newer, err := c.r.store.Write(key, token, v)
+	switch {
+	case err != nil:
+		w.Unknown() // the answer was lost; the write may have happened
+	case accepted:
 		w.Accepted()
-	} else {
+	default:
 		w.Rejected()
 	}
-	return ok
+	return accepted && err == nil, newer
 }
 
-// Holder picks a register client that holds its lock now, on an agent.
-func (r *Runner) Holder(rng *rand.Rand) (int, string, bool) {
+// Holder picks a long holder that holds its lock now.
+func (r *Runner) Holder(rng *rand.Rand) (client, agent int, resource string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var hs []*hold
-	for _, id := range sortedKeys(r.holds) {
-		if h := r.holds[id]; h.agent >= 0 {
-			hs = append(hs, h)
-		}
+	ids := sortedKeys(r.holds)
+	if len(ids) == 0 {
+		return -1, -1, "", false
 	}
-	if len(hs) == 0 {
-		return -1, "", false
+	id := ids[rng.IntN(len(ids))]
+	h := r.holds[id]
+	return id, h.agent, h.resource, true
+}
+
+// Arm stops long holder client at the point of writing under its token,
+// until the process is stopped and continued (Hooks.WaitWake): then it
+// writes under that token without looking whether the lock was lost, as
+// a process paused between its check and its write would. It waits at
+// most d for the holder to get there.
+func (r *Runner) Arm(client int, d time.Duration) Armed {
+	r.mu.Lock()
+	h := r.holds[client]
+	r.mu.Unlock()
+	if h == nil {
+		return Armed{}
 	}
-	h := hs[rng.IntN(len(hs))]
-	return h.agent, h.resource, true
+	reply := make(chan Armed, 1)
+	select {
+	case h.arm <- reply:
+	case <-time.After(d):
+		return Armed{}
+	}
+	select {
+	case a := <-reply:
+		return a
+	case <-time.After(d):
+		return Armed{}
+	}
 }
 
 // Master picks a hot resource whose master is an agent.
@@ -265,22 +417,6 @@ func (r *Runner) Master(rng *rand.Rand) (int, string, bool) {
 	return -1, "", false
 }
 
-// Freeze pauses the client holding resource on agent for d; it then writes
-// once more under its old token without looking at Lost.
-func (r *Runner) Freeze(agent int, resource string, d time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, id := range sortedKeys(r.holds) {
-		if h := r.holds[id]; h.agent == agent && h.resource == resource {
-			select {
-			case h.freeze <- d:
-			default:
-			}
-			return
-		}
-	}
-}
-
 func sortedKeys(m map[int]*hold) []int {
 	ks := make([]int, 0, len(m))
 	for k := range m {
@@ -301,6 +437,33 @@ type Results struct {
 	Observations []check.Observation `json:"observations"`
 	FrozenWrites []FrozenWrite       `json:"frozen_writes"`
 	Clients      map[string]int      `json:"clients"`
+}
+
+func (r *Runner) addIncrement(inc check.Increment) {
+	r.mu.Lock()
+	r.incs = append(r.incs, inc)
+	r.mu.Unlock()
+	if r.hooks.Increment != nil {
+		r.hooks.Increment(inc)
+	}
+}
+
+func (r *Runner) addObservation(o check.Observation) {
+	r.mu.Lock()
+	r.obs = append(r.obs, o)
+	r.mu.Unlock()
+	if r.hooks.Observation != nil {
+		r.hooks.Observation(o)
+	}
+}
+
+func (r *Runner) addFrozen(w FrozenWrite) {
+	r.mu.Lock()
+	r.frozen = append(r.frozen, w)
+	r.mu.Unlock()
+	if r.hooks.Frozen != nil {
+		r.hooks.Frozen(w)
+	}
 }
 
 // Results returns what the workloads saw; call it after Run and Finish.
