@@ -80,6 +80,7 @@ type Lock struct {
 	unsent    *pendingReq
 	lease     *time.Timer
 	leaseEnds time.Time
+	session   *Session // nil: the lock is in no session (InSession)
 }
 
 // masterName is the node that masters the lock's resource in the current

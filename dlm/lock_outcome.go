@@ -92,6 +92,9 @@ func (lk *Lock) forgetLocked(sh *shard) {
 	if _, ok := sh.locks[lk.id]; ok {
 		delete(sh.locks, lk.id)
 		lk.ls.node.nlocks.Add(-1)
+		if lk.session != nil {
+			lk.session.remove(lk)
+		}
 	}
 	lk.state = stReleased
 	if lk.lease != nil {

@@ -70,6 +70,10 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	if o.owner != nil {
 		lk.ownerID = o.owner.id
 	}
+	if err := lk.joinSession(o.session); err != nil {
+		n.nlocks.Add(-1)
+		return nil, err
+	}
 	sh.mu.Lock()
 	sh.locks[lk.id] = lk
 	if err := lk.startRequest(ctx, o); err != nil {
@@ -106,7 +110,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 	if lk.local() {
 		res, err := lk.ls.tableRequest(lk.sh, master.Request{
 			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
-			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.ttl),
+			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.masterTTL()),
 		})
 		if err != nil {
 			return fromMaster(err)
@@ -158,7 +162,7 @@ func (lk *Lock) sendPending(p *pendingReq) {
 		sh.req = wire.LockRequest{
 			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
 			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags),
-			Timeout: int64(timeout), TTL: int64(lk.ttl),
+			Timeout: int64(timeout), TTL: int64(lk.masterTTL()),
 		}
 		m = &sh.req
 	}

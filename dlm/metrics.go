@@ -91,6 +91,9 @@ type metrics struct {
 	deadlocks [deadlockKinds]prometheus.Counter
 
 	cache [cacheResults]prometheus.Counter // Cache.Acquire outcomes
+
+	sessions        prometheus.Gauge   // live sessions (session.go)
+	sessionsExpired prometheus.Counter // sessions whose lease ran out
 }
 
 func newMetrics(n *Node) (*metrics, error) {
@@ -129,6 +132,12 @@ func newMetrics(n *Node) (*metrics, error) {
 	m.purged = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dlm_recovery_locks_purged_total", Help: "Locks of nodes removed from the view that this node, as a new master, found in an old master's snapshot and dropped.",
 	})
+	m.sessions = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dlm_sessions", Help: "Sessions alive on this node.",
+	})
+	m.sessionsExpired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_sessions_expired_total", Help: "Sessions whose lease ran out before a renewal; their locks were lost and released.",
+	})
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "dlm_client_locks", Help: "Locks this node holds or waits for.",
 	}, func() float64 { return float64(n.nlocks.Load()) })
@@ -145,7 +154,7 @@ func newMetrics(n *Node) (*metrics, error) {
 		m.wait[1][md] = wait.WithLabelValues(md.String(), "remote")
 	}
 	var err error
-	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, cache, m.limits, m.lost, m.rebuilt, m.purged, held, mastered); err != nil {
+	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, cache, m.limits, m.lost, m.rebuilt, m.purged, held, mastered, m.sessions, m.sessionsExpired); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -17,6 +17,7 @@ type lockOpts struct {
 	ttl        time.Duration
 	flags      master.Flags
 	noQueue    bool
+	session    *Session
 }
 
 // WithOwner makes the lock part of an owner: a transaction or process whose
