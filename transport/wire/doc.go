@@ -82,6 +82,11 @@
 // DeadlockConfirmed; a DeadlockFail (one-way) asks a master to fail the
 // request chosen to break a cycle.
 //
+// The client protocol (client_types.go; docs/protocol.md byte by byte) is
+// what a program that runs no node speaks with an agent's client port: the
+// same frames, types from 64 up. A link's Decoder (NewDecoder) refuses its
+// types and a client connection's (NewClientDecoder) every other.
+//
 // Adding a message type is described in docs/design/transport.md in the
 // repository.
 package wire

@@ -90,6 +90,9 @@ type Decoder struct {
 	// general.
 	recent [recentNames]string
 	seed   maphash.Seed
+	// kinds are the protocols whose types the decoder accepts: the
+	// links' (NewDecoder) or the client port's (NewClientDecoder).
+	kinds kinds
 	// r is reused so that handing it to a message's decodeBody (an interface
 	// call the compiler cannot see through) does not allocate it each time.
 	r reader
@@ -102,7 +105,9 @@ const maxInterned = 256
 const recentNames = 64
 
 // NewDecoder returns a decoder that applies l, which must be valid.
-func NewDecoder(l Limits) *Decoder { return &Decoder{limits: l, seed: maphash.MakeSeed()} }
+func NewDecoder(l Limits) *Decoder {
+	return &Decoder{limits: l, seed: maphash.MakeSeed(), kinds: kindLink}
+}
 
 // Limits returns the limits the decoder applies.
 func (d *Decoder) Limits() *Limits { return &d.limits }
@@ -196,7 +201,7 @@ func (d *Decoder) header(payload []byte) (Header, error) {
 		Reply: payload[1]&replyFlag != 0,
 		ID:    binary.BigEndian.Uint64(payload[2:]),
 	}
-	if !h.Type.Known() {
+	if !h.Type.Known() || d.kinds&h.Type.kind() == 0 {
 		return Header{}, fmt.Errorf("%w: %d", ErrUnknownType, uint8(h.Type))
 	}
 	if h.Reply && h.ID == 0 {
