@@ -137,6 +137,9 @@ func (lk *Lock) loseLocked(why error) {
 	}
 	close(lk.lost)
 	lk.ls.node.met.lost.Inc()
+	if lk.session != nil {
+		lk.session.lockLost(lk, why)
+	}
 }
 
 // closeLocked settles the lock as its node closes. Caller holds sh.mu.

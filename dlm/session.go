@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seed-a6839e30/dlm/modes"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
@@ -43,6 +44,9 @@ type Session struct {
 	node *Node
 	id   uint64
 	ttl  time.Duration
+
+	onLost func(*Lock, error) // OnLockLost
+	onEnd  func(error)        // OnSessionEnd
 
 	mu        sync.Mutex
 	locks     map[*Lock]struct{}
@@ -95,10 +99,26 @@ func (ss *sessions) stopAll() {
 	}
 }
 
+// A SessionOption configures a session.
+type SessionOption func(*Session)
+
+// OnLockLost registers fn to be called for every lock of the session that
+// is lost (Lock.Lost closes), with why. It runs on the node's callback
+// goroutine, as OnBlocking callbacks do, and must not block for long.
+func OnLockLost(fn func(lk *Lock, why error)) SessionOption {
+	return func(s *Session) { s.onLost = fn }
+}
+
+// OnSessionEnd registers fn to be called once when the session ends
+// (closed or expired), with why, on the node's callback goroutine.
+func OnSessionEnd(fn func(why error)) SessionOption {
+	return func(s *Session) { s.onEnd = fn }
+}
+
 // NewSession starts a session whose lease lasts ttl past its creation and
 // each acknowledged renewal. Keep it alive with KeepAlive (or Renew at
 // least every TTL·(1−ρ)/(1+ρ)), and Close it when done.
-func (n *Node) NewSession(ttl time.Duration) (*Session, error) {
+func (n *Node) NewSession(ttl time.Duration, opts ...SessionOption) (*Session, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("%w: session TTL must be positive, not %v", ErrInvalidArgument, ttl)
 	}
@@ -106,6 +126,11 @@ func (n *Node) NewSession(ttl time.Duration) (*Session, error) {
 		return nil, ErrClosed
 	}
 	s := &Session{node: n, id: randomUint64(), ttl: ttl, locks: map[*Lock]struct{}{}}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
 	s.mu.Lock()
 	s.leaseEnds = time.Now().Add(s.leaseFor())
 	s.timer = time.AfterFunc(time.Until(s.leaseEnds), s.leaseTimer)
@@ -380,7 +405,22 @@ func (s *Session) end(why error) {
 		lk.endWithSession(sh, lockWhy)
 		sh.mu.Unlock()
 	}
+	if fn := s.onEnd; fn != nil {
+		s.node.callbacks.push(func(modes.Mode) { fn(why) }, 0)
+	}
 }
+
+// lockLost tells the session's OnLockLost callback that lk was lost. Caller
+// holds lk.sh.mu.
+func (s *Session) lockLost(lk *Lock, why error) {
+	if fn := s.onLost; fn != nil {
+		s.node.callbacks.push(func(modes.Mode) { fn(lk, why) }, 0)
+	}
+}
+
+// ID returns the lock's id: unique on its node for the node's lifetime,
+// never 0.
+func (lk *Lock) ID() uint64 { return lk.id }
 
 // endWithSession settles a lock whose session ended: a held lock is
 // released at its master (a conversion in flight ends with it), a request
@@ -436,3 +476,11 @@ func (lk *Lock) joinSession(s *Session) error {
 	lk.session = s
 	return s.add(lk)
 }
+
+// QuorumLease returns when this node's quorum lease ends if no further
+// acknowledgement comes (on its monotonic clock): the others may re-grant
+// its locks only some time after that, so a program that holds locks
+// through this node (a client of an agent) can trust them until then at
+// most. held is false while the node has no lease; a node alone in its
+// cluster holds one that never ends, the zero time with held true.
+func (n *Node) QuorumLease() (ends time.Time, held bool) { return n.rec.LeaseEnd() }

@@ -32,7 +32,20 @@ func TestSessionKeepAliveAndExpiry(t *testing.T) {
 		c := startMem(t, 3, func(cfg *Config) { cfg.Registerer = regs[i]; i++ })
 		defer c.close()
 		const ttl = 2 * time.Second
-		s := mustSession(t, c.nodes[0], ttl)
+		lostCalls := make(chan uint64, 100)
+		ended := make(chan error, 2)
+		s, err := c.nodes[0].NewSession(ttl, OnLockLost(func(lk *Lock, why error) {
+			if !errors.Is(why, ErrLockLost) {
+				t.Errorf("OnLockLost with %v", why)
+			}
+			lostCalls <- lk.ID()
+		}), OnSessionEnd(func(why error) { ended <- why }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end, held := c.nodes[0].QuorumLease(); !held || !end.After(time.Now()) {
+			t.Fatalf("QuorumLease of a serving node: %v %v", end, held)
+		}
 		var locks []*Lock
 		var res []string
 		for m := range 3 {
@@ -85,6 +98,18 @@ func TestSessionKeepAliveAndExpiry(t *testing.T) {
 			<-lk.Lost()
 			if !errors.Is(lk.Err(), ErrLockLost) {
 				t.Fatalf("lock of an expired session: %v", lk.Err())
+			}
+		}
+		if err := <-ended; !errors.Is(err, ErrLockLost) {
+			t.Fatalf("OnSessionEnd with %v", err)
+		}
+		ids := map[uint64]bool{}
+		for range locks {
+			ids[<-lostCalls] = true
+		}
+		for _, lk := range locks {
+			if !ids[lk.ID()] {
+				t.Fatalf("OnLockLost not called for %s", lk.Resource())
 			}
 		}
 		tokens := map[string]uint64{}
@@ -190,6 +215,7 @@ func TestSessionClose(t *testing.T) {
 				t.Fatalf("lock of a closed session: %v", lk.Err())
 			}
 		}
+		synctestWait() // the cancel of the remote request reaches its master, which answers
 		if s.Len() != 0 {
 			t.Fatalf("closed session still has %d locks", s.Len())
 		}
