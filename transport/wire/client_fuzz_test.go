@@ -72,3 +72,7 @@ func FuzzDecodeClientBlocking(f *testing.F) {
 func FuzzDecodeClientLost(f *testing.F) {
 	fuzzTarget(f, "FuzzDecodeClientLost", bodySeeds(TypeClientLost), decodeBodyOf(TypeClientLost))
 }
+
+func FuzzDecodeClientBye(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeClientBye", bodySeeds(TypeClientBye), decodeBodyOf(TypeClientBye))
+}

@@ -6,8 +6,8 @@ import (
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
-// ClientOK answers a ClientUnlock, ClientCancel or ClientSetValue that went
-// through. Its body is an empty array.
+// ClientOK answers a ClientUnlock, ClientCancel, ClientSetValue or
+// ClientBye that went through. Its body is an empty array.
 type ClientOK struct{}
 
 // Type implements Message.
@@ -21,6 +21,23 @@ func (*ClientOK) Validate(*Limits) error { return nil }
 func (*ClientOK) appendBody(b []byte) []byte { return appendArrayLen(b, 0) }
 
 func (*ClientOK) decodeBody(r *reader, _ *Decoder) error { return r.expectArray(0) }
+
+// ClientBye ends the session: its locks are released and its waiting
+// requests fail; the agent answers ClientOK and closes the connection. Its
+// body is an empty array.
+type ClientBye struct{}
+
+// Type implements Message.
+func (*ClientBye) Type() Type { return TypeClientBye }
+
+func (*ClientBye) name() string { return "client_bye" }
+
+// Validate implements Message.
+func (*ClientBye) Validate(*Limits) error { return nil }
+
+func (*ClientBye) appendBody(b []byte) []byte { return appendArrayLen(b, 0) }
+
+func (*ClientBye) decodeBody(r *reader, _ *Decoder) error { return r.expectArray(0) }
 
 // ClientError answers a request that failed; sent one-way (id 0), it says
 // why the agent is closing the connection.

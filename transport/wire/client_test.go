@@ -119,6 +119,8 @@ func genClientMessage(t *rapid.T, l Limits, ty Type) Message {
 		return &ClientError{Code: genCode().Draw(t, "code"), Text: genText(MaxErr).Draw(t, "text")}
 	case TypeClientBlocking:
 		return &ClientBlocking{Lock: lock, Mode: genMode().Draw(t, "mode")}
+	case TypeClientBye:
+		return &ClientBye{}
 	case TypeClientLost:
 		return &ClientLost{Lock: lock, Code: genCode().Draw(t, "code"), Text: genText(MaxErr).Draw(t, "text")}
 	}

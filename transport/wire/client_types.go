@@ -11,7 +11,8 @@ import "fmt"
 //
 // Every message a client sends is a request (a non-zero id) answered by
 // one reply with that id: ClientGrant, ClientOK, ClientAlive,
-// ClientResource or ClientError. The agent's one-way messages (id 0) are
+// ClientResource or ClientError. ClientBye, answered by ClientOK, ends the
+// session. The agent's one-way messages (id 0) are
 // ClientBlocking, ClientLost, and a ClientError that explains why it is
 // about to close the connection.
 
@@ -35,9 +36,10 @@ const (
 	TypeClientError     Type = 78 // a request refused, or (one-way) why the connection ends
 	TypeClientBlocking  Type = 79 // one-way: a lock blocks another request
 	TypeClientLost      Type = 80 // one-way: a lock can no longer be trusted
+	TypeClientBye       Type = 81 // ends the session, releasing its locks
 
 	// clientTypeEnd is one past the last client type.
-	clientTypeEnd Type = 81
+	clientTypeEnd Type = 82
 )
 
 // newClientMessage is newMessage for the client protocol's types.
@@ -77,6 +79,8 @@ func newClientMessage(t Type) Message {
 		return new(ClientBlocking)
 	case TypeClientLost:
 		return new(ClientLost)
+	case TypeClientBye:
+		return new(ClientBye)
 	}
 	return nil
 }

@@ -106,6 +106,7 @@ func samples() []Message {
 		&ClientBlocking{Lock: 3, Mode: modes.EX},
 		&ClientLost{Lock: 3, Code: CodeLockLost, Text: "session TTL ran out"},
 		&ClientLost{Lock: ^uint64(0), Code: CodeOther, Text: strings.Repeat("e", MaxErr)},
+		&ClientBye{},
 	}
 }
 
