@@ -1,0 +1,440 @@
+package clientport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// handle runs one request, read on c. A request that can be answered at
+// once is answered here, on the reading goroutine, so that its reply
+// leaves with the batch; one that waits (a lock or a conversion queued
+// behind others, or at a master on another node; a renewal) waits on a
+// goroutine of its own. An error breaks the protocol and ends the
+// connection.
+func (ss *session) handle(c *conn, id uint64, m wire.Message) error {
+	ss.mu.Lock()
+	if id <= ss.last {
+		ss.mu.Unlock()
+		return fmt.Errorf("request id %d not above the last one, %d", id, ss.last)
+	}
+	ss.last = id
+	ss.mu.Unlock()
+	ss.srv.met.requests[m.Type()].Inc()
+	switch m := m.(type) {
+	case *wire.ClientLock:
+		ss.lock(id, m)
+	case *wire.ClientConvert:
+		ss.convert(id, m)
+	case *wire.ClientUnlock:
+		ss.unlock(id, m)
+	case *wire.ClientCancel:
+		ss.cancel(id, m)
+	case *wire.ClientValue:
+		ss.value(id, m)
+	case *wire.ClientSetValue:
+		ss.setValue(id, m)
+	case *wire.ClientKeepAlive:
+		ss.keepAlive(id, m)
+	case *wire.ClientDescribe:
+		ss.describe(id, m)
+	case *wire.ClientBye:
+		ss.bye(c, id)
+	default:
+		return fmt.Errorf("a client does not send %v", m.Type())
+	}
+	return nil
+}
+
+func (ss *session) fail(id uint64, err error) { ss.reply(id, errorMsg(err), false) }
+
+func (ss *session) refuse(id uint64, reason string, err error) {
+	ss.srv.met.refused[reason].Inc()
+	ss.fail(id, err)
+}
+
+// lockspace opens the lockspace a request names.
+func (ss *session) lockspace(name string) (*dlm.Lockspace, error) {
+	return ss.srv.node.Lockspace(name)
+}
+
+// owner returns the session's owner id in ls, creating it: a client names
+// its owners by ids of its own choosing, the agent keeps one dlm owner for
+// each.
+func (ss *session) owner(ls *dlm.Lockspace, id uint64) (*dlm.Owner, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	k := ownerKey{ls.Name(), id}
+	if o := ss.owners[k]; o != nil {
+		return o, nil
+	}
+	if len(ss.owners) >= ss.srv.cfg.MaxLocks {
+		return nil, fmt.Errorf("%w: the session has %d owners", dlm.ErrLimit, len(ss.owners))
+	}
+	if ss.owners == nil {
+		ss.owners = map[ownerKey]*dlm.Owner{}
+	}
+	o := ls.NewOwner()
+	ss.owners[k] = o
+	return o, nil
+}
+
+// startOp registers a request that will wait, within the session's
+// limits. It returns the context the wait runs under.
+func (ss *session) startOp(id uint64, lock bool, timeout int64) (context.Context, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.pending) >= ss.srv.cfg.MaxPending {
+		ss.srv.met.refused[refusedPending].Inc()
+		return nil, fmt.Errorf("%w: the session has %d requests waiting, the agent's limit", dlm.ErrLimit, len(ss.pending))
+	}
+	ctx, cancel := context.WithCancel(ss.srv.ctx)
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ss.srv.ctx, time.Duration(timeout))
+	}
+	ss.pending[id] = &op{cancel: cancel, lock: lock}
+	if lock {
+		ss.waiting++
+	}
+	ss.srv.wg.Add(1)
+	return ctx, nil
+}
+
+func (ss *session) endOp(id uint64) {
+	ss.mu.Lock()
+	if o := ss.pending[id]; o != nil {
+		o.cancel()
+		if o.lock {
+			ss.waiting--
+		}
+		delete(ss.pending, id)
+	}
+	ss.mu.Unlock()
+	ss.srv.wg.Done()
+}
+
+// blockNote delivers a lock's blocking notifications to the client. The
+// first may come before the lock is handed to the client (the grant and
+// a conflicting request can meet at the master): it waits for the id.
+type blockNote struct {
+	ss   *session
+	mu   sync.Mutex
+	id   uint64
+	want modes.Mode
+	seen bool
+}
+
+func (b *blockNote) blocked(want modes.Mode) {
+	b.mu.Lock()
+	id := b.id
+	if id == 0 {
+		b.want, b.seen = want, true
+	}
+	b.mu.Unlock()
+	if id != 0 {
+		b.ss.send(wire.Header{}, &wire.ClientBlocking{Lock: id, Mode: want}, false)
+	}
+}
+
+func (b *blockNote) granted(id uint64) {
+	b.mu.Lock()
+	b.id = id
+	want, seen := b.want, b.seen
+	b.mu.Unlock()
+	if seen {
+		b.ss.send(wire.Header{}, &wire.ClientBlocking{Lock: id, Mode: want}, false)
+	}
+}
+
+func (ss *session) lock(id uint64, m *wire.ClientLock) {
+	ss.mu.Lock()
+	held := len(ss.locks) + ss.waiting
+	ss.mu.Unlock()
+	if held >= ss.srv.cfg.MaxLocks {
+		ss.refuse(id, refusedLocks, fmt.Errorf("%w: the session holds or waits for %d locks, the agent's limit", dlm.ErrLimit, held))
+		return
+	}
+	ls, err := ss.lockspace(m.Lockspace)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	opts := []dlm.LockOption{dlm.InSession(ss.ds)}
+	if m.Owner != 0 {
+		o, err := ss.owner(ls, m.Owner)
+		if err != nil {
+			ss.fail(id, err)
+			return
+		}
+		opts = append(opts, dlm.WithOwner(o))
+	}
+	var note *blockNote
+	if m.Flags&wire.ClientNotify != 0 {
+		note = &blockNote{ss: ss}
+		opts = append(opts, dlm.OnBlocking(note.blocked))
+	}
+	if m.TTL > 0 {
+		opts = append(opts, dlm.WithTTL(time.Duration(m.TTL)))
+	}
+	local := ls.MasterOf(m.Resource) == ss.srv.node.Name()
+	switch {
+	case m.Flags&wire.ClientTry != 0:
+		lk, err := ls.TryLock(ss.srv.ctx, m.Resource, m.Mode, opts...)
+		ss.granted(id, lk, note, err, false)
+		return
+	case m.Flags&wire.ClientExpedite != 0:
+		opts = append(opts, dlm.Expedite())
+		if local { // granted at once, ahead of any queue
+			lk, err := ls.Lock(ss.srv.ctx, m.Resource, m.Mode, opts...)
+			ss.granted(id, lk, note, err, false)
+			return
+		}
+	case local:
+		// A lock its master (this node) can grant at once is answered
+		// in the batch; one that must queue waits on a goroutine.
+		lk, err := ls.TryLock(ss.srv.ctx, m.Resource, m.Mode, opts...)
+		if !errors.Is(err, dlm.ErrNotQueued) {
+			ss.granted(id, lk, note, err, false)
+			return
+		}
+	}
+	ctx, err := ss.startOp(id, true, m.Timeout)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	go func() {
+		defer ss.endOp(id)
+		lk, err := ls.Lock(ctx, m.Resource, m.Mode, opts...)
+		ss.granted(id, lk, note, err, true)
+	}()
+}
+
+// granted answers a lock request with its outcome, and hands a granted
+// lock to the client.
+func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error, block bool) {
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.mu.Lock()
+	if ss.over {
+		ss.mu.Unlock()
+		_ = lk.Unlock()
+		ss.fail(id, dlm.ErrSessionEnded)
+		return
+	}
+	ss.locks[lk.ID()] = lk
+	ss.mu.Unlock()
+	if err := lk.Err(); err != nil {
+		// Lost before it was in the session's books: lockLost missed it.
+		ss.mu.Lock()
+		delete(ss.locks, lk.ID())
+		ss.mu.Unlock()
+		ss.fail(id, err)
+		return
+	}
+	if note != nil {
+		note.granted(lk.ID())
+	}
+	ss.reply(id, grantOf(lk), block)
+}
+
+func grantOf(lk *dlm.Lock) *wire.ClientGrant {
+	v, ok := lk.Value()
+	g := &wire.ClientGrant{Lock: lk.ID(), Mode: lk.Mode(), Token: lk.Token(), Demoted: lk.Demoted(),
+		LVB: v, LVBSeq: lk.ValueSeq(), LVBFlags: wire.LVBPresent}
+	if ok {
+		g.LVBFlags |= wire.LVBValid
+	}
+	return g
+}
+
+// held returns the session's lock of that id.
+func (ss *session) held(id uint64) (*dlm.Lock, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if lk := ss.locks[id]; lk != nil {
+		return lk, nil
+	}
+	return nil, fmt.Errorf("%w: the session holds no lock %d", dlm.ErrNotHeld, id)
+}
+
+func (ss *session) convert(id uint64, m *wire.ClientConvert) {
+	lk, err := ss.held(m.Lock)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	var opts []dlm.LockOption
+	if m.Flags&wire.ClientQueue != 0 {
+		opts = append(opts, dlm.QueueConvert())
+	}
+	if m.Flags&wire.ClientDemote != 0 {
+		opts = append(opts, dlm.DemoteOnDeadlock())
+	}
+	up := modes.IsUp(lk.Mode(), m.Mode)
+	ls := lk.Lockspace()
+	local := ls.MasterOf(lk.Resource()) == ss.srv.node.Name()
+	switch {
+	case m.Flags&wire.ClientTry != 0:
+		ss.converted(id, lk, lk.TryConvert(ss.srv.ctx, m.Mode, opts...), false)
+		return
+	case !up && local:
+		ss.converted(id, lk, lk.Convert(ss.srv.ctx, m.Mode, opts...), false)
+		return
+	case local && m.Flags&wire.ClientDemote == 0:
+		if err := lk.TryConvert(ss.srv.ctx, m.Mode, opts...); !errors.Is(err, dlm.ErrNotQueued) {
+			ss.converted(id, lk, err, false)
+			return
+		}
+	}
+	ctx, err := ss.startOp(id, false, m.Timeout)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	go func() {
+		defer ss.endOp(id)
+		ss.converted(id, lk, lk.Convert(ctx, m.Mode, opts...), true)
+	}()
+}
+
+func (ss *session) converted(id uint64, lk *dlm.Lock, err error, block bool) {
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.reply(id, grantOf(lk), block)
+}
+
+func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
+	lk, err := ss.held(m.Lock)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	err = lk.Unlock()
+	if errors.Is(err, dlm.ErrBusy) {
+		ss.fail(id, err) // a conversion is in progress: the lock stays
+		return
+	}
+	ss.mu.Lock()
+	delete(ss.locks, m.Lock)
+	ss.mu.Unlock()
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.reply(id, &wire.ClientOK{}, false)
+}
+
+func (ss *session) cancel(id uint64, m *wire.ClientCancel) {
+	ss.mu.Lock()
+	if o := ss.pending[m.Request]; o != nil {
+		o.cancel()
+	}
+	ss.mu.Unlock()
+	// The withdrawn request answers for itself: cancelled, or granted if
+	// the grant came first. A request no longer waiting has its answer.
+	ss.reply(id, &wire.ClientOK{}, false)
+}
+
+func (ss *session) value(id uint64, m *wire.ClientValue) {
+	lk, err := ss.held(m.Lock)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.reply(id, grantOf(lk), false)
+}
+
+func (ss *session) setValue(id uint64, m *wire.ClientSetValue) {
+	lk, err := ss.held(m.Lock)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	if m.LVBOp == wire.LVBInvalidate {
+		lk.InvalidateValue()
+	} else if err := lk.SetValue(m.LVB); err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.reply(id, &wire.ClientOK{}, false)
+}
+
+// keepAlive renews the session at its masters (or a lock's own TTL) and
+// tells the client how long it may trust its locks from its request on.
+func (ss *session) keepAlive(id uint64, m *wire.ClientKeepAlive) {
+	var lk *dlm.Lock
+	if m.Lock != 0 {
+		var err error
+		if lk, err = ss.held(m.Lock); err != nil {
+			ss.fail(id, err)
+			return
+		}
+	}
+	ctx, err := ss.startOp(id, false, int64(ss.ttl/2))
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	go func() {
+		defer ss.endOp(id)
+		var err error
+		if lk != nil {
+			err = lk.Renew(ctx)
+		} else {
+			err = ss.ds.Renew(ctx)
+		}
+		if err != nil {
+			ss.reply(id, errorMsg(err), true)
+			return
+		}
+		lease, err := ss.lease()
+		if err != nil {
+			ss.reply(id, errorMsg(err), true)
+			return
+		}
+		ss.reply(id, &wire.ClientAlive{Lease: int64(lease)}, true)
+	}()
+}
+
+func (ss *session) describe(id uint64, m *wire.ClientDescribe) {
+	ls, err := ss.lockspace(m.Lockspace)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	r := &wire.ClientResource{Master: ls.MasterOf(m.Resource)}
+	if rs, ok := ls.Dump(m.Resource); ok {
+		r.Known = true
+		if rs.LVB.Seq != 0 || len(rs.LVB.Data) > 0 {
+			r.LVB, r.LVBSeq, r.LVBFlags = rs.LVB.Data, rs.LVB.Seq, wire.LVBPresent
+			if rs.LVB.Valid {
+				r.LVBFlags |= wire.LVBValid
+			}
+		}
+		for _, l := range rs.Locks[:min(len(rs.Locks), wire.MaxDescribed)] {
+			r.Locks = append(r.Locks, wire.DescribedLock{Queue: uint8(l.Queue), Granted: l.Granted, Requested: l.Requested})
+		}
+	}
+	ss.reply(id, r, false)
+}
+
+// bye ends the session at the client's request.
+func (ss *session) bye(c *conn, id uint64) {
+	ss.mu.Lock()
+	ss.c = nil // nothing more for the client but the answer
+	ss.mu.Unlock()
+	ss.end()
+	c.w.queue(wire.Header{ID: id, Reply: true}, &wire.ClientOK{}, false)
+	c.w.finish()
+}
