@@ -223,7 +223,6 @@ func (c *Client) dropSessionLocked(why error) {
 	}
 }
 
-
 // extendTrustLocked moves the end of the client's trust in its locks to
 // sent + lease, shortened by the clock drift. Caller holds c.mu.
 func (c *Client) extendTrustLocked(sent time.Time, lease time.Duration) {
@@ -482,7 +481,7 @@ func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
 			c.dropSessionLocked(err)
 			c.session, c.key = 0, 0
 			c.mu.Unlock()
-				}
+		}
 	}
 }
 
