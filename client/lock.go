@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -94,15 +95,25 @@ func (ls *Lockspace) lock(ctx context.Context, resource string, mode modes.Mode,
 	cl.lock = lk
 	sent := time.Now()
 	if err := ls.c.do(ctx, cl); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctxError(ctx.Err())
-		}
-		return nil, err
+		return nil, waitError(ctx, err)
 	}
 	if lk.ttl > 0 {
 		lk.extendLease(sent)
 	}
 	return lk, nil
+}
+
+// waitError is the error of a wait that failed with err: the context's if
+// it ended, and a timeout at the agent (which times a request out at the
+// context's deadline too) matching context.DeadlineExceeded.
+func waitError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctxError(ctx.Err())
+	}
+	if _, ok := ctx.Deadline(); ok && errors.Is(err, lockapi.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", err, context.DeadlineExceeded)
+	}
+	return err
 }
 
 // timeoutOf is how long ctx allows, in ns, for the agent to time the
@@ -381,7 +392,7 @@ func (lk *Lock) Convert(ctx context.Context, mode modes.Mode, opts ...lockapi.Op
 	cl := c.newCall(m)
 	if err := c.do(ctx, cl); err != nil {
 		if ctx.Err() != nil {
-			return ctxError(ctx.Err())
+			return waitError(ctx, err)
 		}
 		if o.DemoteOnDeadlock {
 			_ = lk.refresh(ctx) // a deadlock may have demoted it on the way
