@@ -209,9 +209,10 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 		ss.fail(id, err)
 		return
 	}
+	resource, mode := m.Resource, m.Mode // m is the decoder's, reused by the next frame
 	go func() {
 		defer ss.endOp(id)
-		lk, err := ls.Lock(ctx, m.Resource, m.Mode, opts...)
+		lk, err := ls.Lock(ctx, resource, mode, opts...)
 		ss.granted(id, lk, note, err, true)
 	}()
 }
@@ -300,9 +301,10 @@ func (ss *session) convert(id uint64, m *wire.ClientConvert) {
 		ss.fail(id, err)
 		return
 	}
+	mode := m.Mode // m is the decoder's, reused by the next frame
 	go func() {
 		defer ss.endOp(id)
-		ss.converted(id, lk, lk.Convert(ctx, m.Mode, opts...), true)
+		ss.converted(id, lk, lk.Convert(ctx, mode, opts...), true)
 	}()
 }
 

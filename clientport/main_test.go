@@ -1,0 +1,9 @@
+package clientport
+
+import (
+	"testing"
+
+	"github.com/seed-a6839e30/dlm/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
