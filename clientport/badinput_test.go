@@ -36,14 +36,16 @@ func TestToken(t *testing.T) {
 func TestProtocolViolations(t *testing.T) {
 	p := startPort(t, 1, nil)
 	for name, f := range map[string]func(r *raw){
-		"request before hello":  func(r *raw) { r.send(&wire.ClientLock{Lockspace: "ls", Resource: "r", Mode: modes.EX}) },
-		"links' message":        func(r *raw) { r.send(&wire.Ping{}) },
-		"one-way hello":         func(r *raw) { r.sendID(0, &wire.ClientHello{}) },
-		"garbage":               func(r *raw) { _, _ = r.nc.Write([]byte{0, 0, 0, 12, 1, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0xc1, 0xc1}) },
-		"agent's message":       func(r *raw) { r.send(&wire.ClientGrant{Lock: 1}) },
-		"id not increasing":     func(r *raw) { r.sendHelloThen(&wire.ClientKeepAlive{}, 1) },
-		"wrong version":         func(r *raw) { _, _ = r.nc.Write([]byte{0, 0, 0, 11, 9, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0x90}) },
-		"declared length bomb":  func(r *raw) { _, _ = r.nc.Write([]byte{0, 0, 0, 15, 1, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0xdd, 0x01, 0x31, 0x2d, 0x00}) },
+		"request before hello": func(r *raw) { r.send(&wire.ClientLock{Lockspace: "ls", Resource: "r", Mode: modes.EX}) },
+		"links' message":       func(r *raw) { r.send(&wire.Ping{}) },
+		"one-way hello":        func(r *raw) { r.sendID(0, &wire.ClientHello{}) },
+		"garbage":              func(r *raw) { _, _ = r.nc.Write([]byte{0, 0, 0, 12, 1, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0xc1, 0xc1}) },
+		"agent's message":      func(r *raw) { r.send(&wire.ClientGrant{Lock: 1}) },
+		"id not increasing":    func(r *raw) { r.sendHelloThen(&wire.ClientKeepAlive{}, 1) },
+		"wrong version":        func(r *raw) { _, _ = r.nc.Write([]byte{0, 0, 0, 11, 9, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0x90}) },
+		"declared length bomb": func(r *raw) {
+			_, _ = r.nc.Write([]byte{0, 0, 0, 15, 1, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0xdd, 0x01, 0x31, 0x2d, 0x00})
+		},
 		"mode out of range":     func(r *raw) { r.sendHelloThen(nil, 0); r.sendBad(r.next + 1) },
 		"hello twice":           func(r *raw) { r.sendHelloThen(&wire.ClientHello{}, 0) },
 		"trailing bytes in one": func(r *raw) { _, _ = r.nc.Write([]byte{0, 0, 0, 12, 1, 66, 0, 0, 0, 0, 0, 0, 0, 1, 0x91, 0x00, 0x00}) },
