@@ -571,6 +571,9 @@ func (c *Client) Session() uint64 {
 	return c.session
 }
 
+// byeTimeout bounds how long Close waits for the agent to end the session.
+const byeTimeout = 2 * time.Second
+
 // Close ends the session (its locks released at once, as by Unlock) and
 // the connection. Locks still held report ErrClosed.
 func (c *Client) Close() error {
@@ -582,9 +585,17 @@ func (c *Client) Close() error {
 	cn := c.cn
 	c.mu.Unlock()
 	if cn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DialTimeout)
-		_ = c.do(ctx, c.newCall(&wire.ClientBye{}))
-		cancel()
+		// On the connection there is, if any: a session being reconnected
+		// is left to expire rather than waited for.
+		cl := c.newCall(&wire.ClientBye{})
+		c.mu.Lock()
+		cl.sent = true
+		c.mu.Unlock()
+		if cn.send(wire.Header{ID: cl.id}, cl.msg) == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), byeTimeout)
+			_ = cn.await(ctx, cl)
+			cancel()
+		}
 	}
 	c.mu.Lock()
 	c.closed = true

@@ -417,15 +417,17 @@ func (ss *session) describe(id uint64, m *wire.ClientDescribe) {
 	}
 	r := &wire.ClientResource{Master: ls.MasterOf(m.Resource)}
 	if rs, ok := ls.Dump(m.Resource); ok {
-		r.Known = true
-		if rs.LVB.Seq != 0 || len(rs.LVB.Data) > 0 {
-			r.LVB, r.LVBSeq, r.LVBFlags = rs.LVB.Data, rs.LVB.Seq, wire.LVBPresent
-			if rs.LVB.Valid {
-				r.LVBFlags |= wire.LVBValid
-			}
+		// The dump says how the value block stands, not what it holds.
+		r.Known, r.LVBSeq = true, rs.Value.Seq
+		if rs.Value.Valid {
+			r.LVBFlags = wire.LVBValid
 		}
-		for _, l := range rs.Locks[:min(len(rs.Locks), wire.MaxDescribed)] {
-			r.Locks = append(r.Locks, wire.DescribedLock{Queue: uint8(l.Queue), Granted: l.Granted, Requested: l.Requested})
+		for q, locks := range [][]dlm.LockInfo{rs.Granted, rs.Converting, rs.Waiting} {
+			for _, l := range locks {
+				if len(r.Locks) < wire.MaxDescribed {
+					r.Locks = append(r.Locks, wire.DescribedLock{Queue: uint8(q) + wire.QueueGranted, Granted: l.Mode, Requested: l.Requested})
+				}
+			}
 		}
 	}
 	ss.reply(id, r, false)

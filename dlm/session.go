@@ -418,9 +418,6 @@ func (s *Session) lockLost(lk *Lock, why error) {
 	}
 }
 
-// ID returns the lock's id: unique on its node for the node's lifetime,
-// never 0.
-func (lk *Lock) ID() uint64 { return lk.id }
 
 // endWithSession settles a lock whose session ended: a held lock is
 // released at its master (a conversion in flight ends with it), a request
