@@ -40,7 +40,8 @@ type Config struct {
 	// under 400 bytes and a value block under 4 KiB, so 64 KiB leaves room
 	// and bounds what a bad frame can cost.
 	MaxFrame int
-	// ReadBuffer is each connection's read buffer. Requests are small; a
+	// ReadBuffer is each connection's read buffer. Requests are small (a
+	// lock request is about 50 bytes, so one read still takes many); a
 	// frame larger than the buffer is read into a scratch buffer that grows
 	// as its bytes arrive. Small, because every idle connection keeps one.
 	ReadBuffer int
@@ -73,7 +74,7 @@ func DefaultConfig() Config {
 		MaxLocks:       100000,
 		MaxPending:     1024,
 		MaxFrame:       64 << 10,
-		ReadBuffer:     4 << 10,
+		ReadBuffer:     512,
 		MaxOutbox:      4 << 20,
 		HelloTimeout:   5 * time.Second,
 		DefaultTTL:     10 * time.Second,

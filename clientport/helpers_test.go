@@ -17,7 +17,7 @@ import (
 
 // port is a client port on a node of a test cluster.
 type port struct {
-	t     *testing.T
+	t     testing.TB
 	nodes localcluster.Cluster
 	srv   *Server
 	reg   *prometheus.Registry
@@ -25,7 +25,7 @@ type port struct {
 	done  chan error
 }
 
-func startPort(t *testing.T, nodes int, mut func(*Config)) *port {
+func startPort(t testing.TB, nodes int, mut func(*Config)) *port {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -98,7 +98,7 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 
 // raw is a client that speaks the protocol frame by frame.
 type raw struct {
-	t    *testing.T
+	t    testing.TB
 	nc   net.Conn
 	dec  *wire.Decoder
 	l    wire.Limits
@@ -212,7 +212,7 @@ func (r *raw) closedWith(within time.Duration) *wire.ClientError {
 	}
 }
 
-func codeOfReply(t *testing.T, m wire.Message) wire.ClientCode {
+func codeOfReply(t testing.TB, m wire.Message) wire.ClientCode {
 	t.Helper()
 	if e, ok := m.(*wire.ClientError); ok {
 		return e.Code

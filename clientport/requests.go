@@ -98,6 +98,9 @@ func (ss *session) startOp(id uint64, lock bool, timeout int64) (context.Context
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ss.srv.ctx, time.Duration(timeout))
 	}
+	if ss.pending == nil {
+		ss.pending = map[uint64]*op{}
+	}
 	ss.pending[id] = &op{cancel: cancel, lock: lock}
 	if lock {
 		ss.waiting++
@@ -230,6 +233,9 @@ func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error, 
 		_ = lk.Unlock()
 		ss.fail(id, dlm.ErrSessionEnded)
 		return
+	}
+	if ss.locks == nil {
+		ss.locks = map[uint64]*dlm.Lock{}
 	}
 	ss.locks[lk.ID()] = lk
 	ss.mu.Unlock()

@@ -25,11 +25,11 @@ type session struct {
 	ds  *dlm.Session
 
 	mu      sync.Mutex
-	c       *conn  // nil while the client is away
-	outbox  []byte // frames for the client while it is away
-	locks   map[uint64]*dlm.Lock
-	pending map[uint64]*op // waiting requests, by request id
-	waiting int            // of which lock requests (they count against MaxLocks)
+	c       *conn                // nil while the client is away
+	outbox  []byte               // frames for the client while it is away
+	locks   map[uint64]*dlm.Lock // made on the first lock: idle sessions are many
+	pending map[uint64]*op       // waiting requests, by request id
+	waiting int                  // of which lock requests (they count against MaxLocks)
 	owners  map[ownerKey]*dlm.Owner
 	last    uint64 // highest request id read
 	over    bool   // the session ended
@@ -75,8 +75,7 @@ func (s *Server) openSession(h *wire.ClientHello) (*session, bool, error) {
 	case ttl > s.cfg.MaxTTL:
 		ttl = s.cfg.MaxTTL
 	}
-	ss := &session{srv: s, id: random64(), key: random64(), ttl: ttl,
-		locks: map[uint64]*dlm.Lock{}, pending: map[uint64]*op{}}
+	ss := &session{srv: s, id: random64(), key: random64(), ttl: ttl}
 	ds, err := s.node.NewSession(ttl, dlm.OnLockLost(ss.lockLost), dlm.OnSessionEnd(ss.ended))
 	if err != nil {
 		return nil, false, err

@@ -125,7 +125,7 @@ func (n *Node) NewSession(ttl time.Duration, opts ...SessionOption) (*Session, e
 	if n.closed.Load() {
 		return nil, ErrClosed
 	}
-	s := &Session{node: n, id: randomUint64(), ttl: ttl, locks: map[*Lock]struct{}{}}
+	s := &Session{node: n, id: randomUint64(), ttl: ttl}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -198,6 +198,9 @@ func (s *Session) add(lk *Lock) error {
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return s.err
+	}
+	if s.locks == nil {
+		s.locks = map[*Lock]struct{}{} // on the first lock: a node may keep many idle sessions
 	}
 	s.locks[lk] = struct{}{}
 	return nil

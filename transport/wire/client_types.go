@@ -105,6 +105,22 @@ const (
 	kindClient kinds = 1 << 1
 )
 
+// first is the lowest type of the protocols in k; span how many types
+// from it a table indexed by type needs.
+func (k kinds) first() Type {
+	if k&kindLink != 0 {
+		return 0
+	}
+	return TypeClientHello
+}
+
+func (k kinds) span() int {
+	if k&kindClient != 0 {
+		return int(clientTypeEnd - k.first())
+	}
+	return int(typeEnd)
+}
+
 func (t Type) kind() kinds {
 	if t.Client() {
 		return kindClient
