@@ -90,7 +90,13 @@ func (ls *Lockspace) lock(ctx context.Context, resource string, mode modes.Mode,
 	if o.OnBlocking != nil {
 		m.Flags |= wire.ClientNotify
 	}
-	lk := &Lock{ls: ls, resource: resource, onBlock: o.OnBlocking, ttl: o.TTL}
+	if o.Cached {
+		if mode != modes.PR || o.Expedite || o.OnBlocking != nil || o.Owner != nil || o.TTL != 0 {
+			return nil, fmt.Errorf("%w: a cached lock is PR, without expedite, blocking notifications, owner or TTL", lockapi.ErrInvalidArgument)
+		}
+		m.Flags |= wire.ClientCached
+	}
+	lk := &Lock{ls: ls, resource: resource, onBlock: o.OnBlocking, ttl: o.TTL, cached: o.Cached}
 	cl := ls.c.newCall(m)
 	cl.lock = lk
 	sent := time.Now()
@@ -196,6 +202,7 @@ type Lock struct {
 	resource string
 	onBlock  func(modes.Mode)
 	ttl      time.Duration
+	cached   bool // a hold on the agent's shared-lock cache (lockapi.Cached)
 
 	mu       sync.Mutex
 	id       uint64 // the agent's id for it, set with the grant
@@ -249,6 +256,8 @@ func (lk *Lock) begin() error {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	switch {
+	case lk.cached:
+		return fmt.Errorf("%w: a cached hold is neither converted nor given a value", lockapi.ErrInvalidArgument)
 	case lk.lostErr != nil:
 		return lk.lostErr
 	case lk.released:

@@ -406,3 +406,73 @@ func TestDescribeAndBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCachedReaders: PR holds served from the agent's shared-lock cache
+// share one lock at the master; a writer's EX waits for them, and readers
+// that come after it queue behind it (FIFO through the cache).
+func TestCachedReaders(t *testing.T) {
+	a := startAgents(t, 3, nil, nil)
+	res := a.resourceOn(1, "cached")
+	r1, r2 := dial(t, a.addrs[0]), dial(t, a.addrs[0])
+	h1, err := r1.Lockspace("test").Lock(bg, res, modes.PR, lockapi.Cached())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := r2.Lockspace("test").Lock(bg, res, modes.PR, lockapi.Cached())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h1.Token() != h2.Token() {
+		t.Fatalf("two holds of one agent's cache have tokens %d and %d", h1.Token(), h2.Token())
+	}
+	d, err := dial(t, a.addrs[1]).Lockspace("test").Describe(bg, res)
+	if err != nil || len(d.Locks) != 1 {
+		t.Fatalf("master sees %+v (%v), want one PR lock for both holds", d, err)
+	}
+	if err := h1.Convert(bg, modes.EX); !errors.Is(err, lockapi.ErrInvalidArgument) {
+		t.Fatalf("converting a hold: %v", err)
+	}
+	writer := dial(t, a.addrs[2])
+	wrote := make(chan *Lock, 1)
+	go func() {
+		lk, err := writer.Lockspace("test").Lock(bg, res, modes.EX)
+		if err != nil {
+			t.Error(err)
+		}
+		wrote <- lk
+	}()
+	time.Sleep(100 * time.Millisecond)
+	late := make(chan *Lock, 1)
+	go func() {
+		lk, err := r1.Lockspace("test").Lock(bg, res, modes.PR, lockapi.Cached())
+		if err != nil {
+			t.Error(err)
+		}
+		late <- lk
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-wrote:
+		t.Fatal("EX granted while holds were held")
+	case <-late:
+		t.Fatal("a hold after a waiting writer was granted ahead of it")
+	default:
+	}
+	_ = h1.Unlock()
+	_ = h2.Unlock()
+	w := within(t, wrote, 10*time.Second, "the writer after the holds")
+	if w == nil {
+		t.FailNow()
+	}
+	select {
+	case <-late:
+		t.Fatal("the late reader was granted while the writer held EX")
+	case <-time.After(50 * time.Millisecond):
+	}
+	_ = w.Unlock()
+	l := within(t, late, 10*time.Second, "the late reader")
+	if l == nil || l.Token() <= w.Token() {
+		t.Fatalf("late reader's token not above the writer's")
+	}
+	_ = l.Unlock()
+}

@@ -168,6 +168,10 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 		ss.fail(id, err)
 		return
 	}
+	if m.Flags&wire.ClientCached != 0 {
+		ss.cached(id, ls, m)
+		return
+	}
 	opts := []dlm.LockOption{dlm.InSession(ss.ds)}
 	if m.Owner != 0 {
 		o, err := ss.owner(ls, m.Owner)
@@ -263,8 +267,8 @@ func grantOf(lk *dlm.Lock) *wire.ClientGrant {
 	return g
 }
 
-// held returns the session's lock of that id.
-func (ss *session) held(id uint64) (*dlm.Lock, error) {
+// heldLock returns the session's lock of that id.
+func (ss *session) heldLock(id uint64) (*dlm.Lock, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if lk := ss.locks[id]; lk != nil {
@@ -274,7 +278,7 @@ func (ss *session) held(id uint64) (*dlm.Lock, error) {
 }
 
 func (ss *session) convert(id uint64, m *wire.ClientConvert) {
-	lk, err := ss.held(m.Lock)
+	lk, err := ss.heldLock(m.Lock)
 	if err != nil {
 		ss.fail(id, err)
 		return
@@ -323,7 +327,11 @@ func (ss *session) converted(id uint64, lk *dlm.Lock, err error, block bool) {
 }
 
 func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
-	lk, err := ss.held(m.Lock)
+	if m.Lock&(1<<63) != 0 && ss.releaseHold(m.Lock) {
+		ss.reply(id, &wire.ClientOK{}, false)
+		return
+	}
+	lk, err := ss.heldLock(m.Lock)
 	if err != nil {
 		ss.fail(id, err)
 		return
@@ -355,7 +363,11 @@ func (ss *session) cancel(id uint64, m *wire.ClientCancel) {
 }
 
 func (ss *session) value(id uint64, m *wire.ClientValue) {
-	lk, err := ss.held(m.Lock)
+	if g, ok := ss.holdState(m.Lock); ok {
+		ss.reply(id, g, false)
+		return
+	}
+	lk, err := ss.heldLock(m.Lock)
 	if err != nil {
 		ss.fail(id, err)
 		return
@@ -364,7 +376,7 @@ func (ss *session) value(id uint64, m *wire.ClientValue) {
 }
 
 func (ss *session) setValue(id uint64, m *wire.ClientSetValue) {
-	lk, err := ss.held(m.Lock)
+	lk, err := ss.heldLock(m.Lock)
 	if err != nil {
 		ss.fail(id, err)
 		return
@@ -384,7 +396,7 @@ func (ss *session) keepAlive(id uint64, m *wire.ClientKeepAlive) {
 	var lk *dlm.Lock
 	if m.Lock != 0 {
 		var err error
-		if lk, err = ss.held(m.Lock); err != nil {
+		if lk, err = ss.heldLock(m.Lock); err != nil {
 			ss.fail(id, err)
 			return
 		}

@@ -32,7 +32,10 @@ type Server struct {
 
 	nconns atomic.Int64 // connections open, for MaxConnections
 
+	holdIDs atomic.Uint64 // ids of cache holds: high bit set, apart from lock ids
+
 	mu       sync.Mutex
+	caches   map[string]*dlm.Cache // the shared-lock cache of each lockspace, made on first use
 	sessions map[uint64]*session
 	conns    map[*conn]struct{}
 	lns      map[net.Listener]struct{}
@@ -194,10 +197,15 @@ func (s *Server) Close() error {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	caches := s.caches
+	s.caches = nil
 	s.mu.Unlock()
 	s.cancel()
 	for _, ss := range sessions {
 		ss.end()
+	}
+	for _, c := range caches {
+		_ = c.Close()
 	}
 	for _, c := range conns {
 		c.close()
@@ -230,6 +238,32 @@ func (s *Server) removeSession(ss *session) {
 		s.met.sessions.Dec()
 	}
 }
+
+// cache returns the shared-lock cache of ls, making it.
+func (s *Server) cache(ls *dlm.Lockspace) (*dlm.Cache, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, dlm.ErrClosed
+	}
+	if c := s.caches[ls.Name()]; c != nil {
+		return c, nil
+	}
+	c, err := ls.NewCache(dlm.DefaultCacheConfig())
+	if err != nil {
+		return nil, err
+	}
+	if s.caches == nil {
+		s.caches = map[string]*dlm.Cache{}
+	}
+	s.caches[ls.Name()] = c
+	return c, nil
+}
+
+// holdID is the id a cache hold is named by: its high bit tells it from
+// lock ids (a node's counter, started at a random point below 2^40, shifted
+// over the shard's byte: below 2^63 for as long as a node can live).
+func (s *Server) holdID() uint64 { return s.holdIDs.Add(1) | 1<<63 }
 
 func (s *Server) session(id uint64) *session {
 	s.mu.Lock()

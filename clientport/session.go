@@ -28,6 +28,7 @@ type session struct {
 	c       *conn                // nil while the client is away
 	outbox  []byte               // frames for the client while it is away
 	locks   map[uint64]*dlm.Lock // made on the first lock: idle sessions are many
+	holds   map[uint64]*hold     // holds on the agent's shared-lock cache (ClientCached)
 	pending map[uint64]*op       // waiting requests, by request id
 	waiting int                  // of which lock requests (they count against MaxLocks)
 	owners  map[ownerKey]*dlm.Owner
@@ -203,7 +204,12 @@ func (ss *session) ended(why error) {
 	ss.over = true
 	c := ss.c
 	ss.outbox = nil
+	holds := ss.holds
+	ss.holds = nil
 	ss.mu.Unlock()
+	for _, h := range holds {
+		h.release()
+	}
 	ss.srv.removeSession(ss)
 	if c != nil {
 		c.w.queue(wire.Header{}, &wire.ClientError{Code: wire.CodeSessionEnded, Text: truncate(why.Error())}, false)
@@ -223,5 +229,12 @@ func (ss *session) end() {
 	_ = ss.ds.Close()
 	for _, o := range pending {
 		o.cancel()
+	}
+	ss.mu.Lock()
+	holds := ss.holds
+	ss.holds = nil
+	ss.mu.Unlock()
+	for _, h := range holds {
+		h.release()
 	}
 }

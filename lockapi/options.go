@@ -24,6 +24,8 @@ type Options struct {
 	QueueConvert, DemoteOnDeadlock bool
 	// Expedite: a new NL lock granted ahead of any queue.
 	Expedite bool
+	// Cached: a PR lock served from a shared-lock cache (see Cached).
+	Cached bool
 }
 
 // Apply returns what opts ask for; nil options are skipped.
@@ -70,3 +72,11 @@ func DemoteOnDeadlock() Option { return func(o *Options) { o.DemoteOnDeadlock = 
 
 // Expedite grants a new NL lock at once, ahead of any queue.
 func Expedite() Option { return func(o *Options) { o.Expedite = true } }
+
+// Cached asks for a PR lock as a hold on a shared-lock cache (dlm.Cache)
+// where the implementation keeps one: a client's agent serves it from the
+// one PR lock it keeps per resource for all its clients, which costs no
+// message to the resource's master while the lock is cached. A hold has no
+// value to write, no conversion and no owner. An embedded lockspace has no
+// implicit cache and takes a plain lock (use dlm.Cache directly).
+func Cached() Option { return func(o *Options) { o.Cached = true } }

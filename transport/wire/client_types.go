@@ -135,7 +135,8 @@ const (
 	ClientNotify    uint32 = 1 << 2 // ClientLock: send ClientBlocking for this lock
 	ClientQueue     uint32 = 1 << 3 // ClientConvert: QUECVT, wait behind queued conversions
 	ClientDemote    uint32 = 1 << 4 // ClientConvert: CONVDEADLK, demote to NL on deadlock
-	clientLockFlags        = ClientTry | ClientExpedite | ClientNotify
+	ClientCached    uint32 = 1 << 5 // ClientLock in PR: a hold on the agent's shared-lock cache
+	clientLockFlags        = ClientTry | ClientExpedite | ClientNotify | ClientCached
 	clientConvFlags        = ClientTry | ClientQueue | ClientDemote
 )
 
