@@ -131,4 +131,3 @@ func (ss *session) holdState(id uint64) (*wire.ClientGrant, bool) {
 	}
 	return holdGrant(id, h.h), true
 }
-
