@@ -12,7 +12,10 @@ import (
 type call struct {
 	id  uint64
 	msg wire.Message // the request, to send again after a resume
-	ch  chan struct{}
+	// ch wakes a caller that waits while another goroutine reads its
+	// answer; made only then (a caller that reads its own answer needs
+	// none).
+	ch chan struct{}
 
 	sent      bool
 	done      bool
@@ -28,7 +31,7 @@ type call struct {
 }
 
 func newCall(id uint64, m wire.Message) *call {
-	return &call{id: id, msg: m, ch: make(chan struct{}, 1)}
+	return &call{id: id, msg: m}
 }
 
 // deliver records the agent's answer m (valid only during the call).
@@ -58,8 +61,10 @@ func (cl *call) deliver(m wire.Message) {
 // Client.mu.
 func (cl *call) finish() {
 	cl.done = true
-	select {
-	case cl.ch <- struct{}{}:
-	default:
+	if cl.ch != nil {
+		select {
+		case cl.ch <- struct{}{}:
+		default:
+		}
 	}
 }

@@ -366,6 +366,19 @@ func (c *Client) newCall(m wire.Message) *call {
 	return cl
 }
 
+// waitChan returns the channel that wakes cl's caller, making it.
+func (c *Client) waitChan(cl *call) chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl.ch == nil {
+		cl.ch = make(chan struct{}, 1)
+		if cl.done {
+			cl.ch <- struct{}{}
+		}
+	}
+	return cl.ch
+}
+
 func (c *Client) isDone(cl *call) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -432,7 +445,8 @@ func (c *Client) abandon(cl *call) {
 }
 
 // post sends a request nobody waits for; an error in its answer is only
-// logged.
+// logged. It may wait a moment to leave with the next request
+// (conn.sendLazy).
 func (c *Client) post(m wire.Message) {
 	cl := c.newCall(m)
 	c.mu.Lock()
@@ -443,7 +457,7 @@ func (c *Client) post(m wire.Message) {
 	}
 	c.mu.Unlock()
 	if cn != nil {
-		_ = cn.send(wire.Header{ID: cl.id}, m) // if it fails, attach sends it again
+		_ = cn.sendLazy(wire.Header{ID: cl.id}, m) // if it is lost, attach sends it again
 	}
 }
 

@@ -30,6 +30,12 @@ type conn struct {
 
 	wmu  sync.Mutex
 	wbuf []byte
+	// lazy holds requests nobody waits for (unlocks) until the next write
+	// or, at the latest, lazyDelay: a client that unlocks and locks again
+	// pays one write for both. flushT is armed while lazy is not empty.
+	lazy   []byte
+	flushT *time.Timer
+	armed  bool
 
 	rmu        sync.Mutex
 	reading    bool
@@ -61,14 +67,19 @@ func newConn(cl *Client, nc net.Conn, addr string) *conn {
 	}
 }
 
-// send writes one request frame.
+// lazyDelay bounds how long an unlock waits to leave with the next
+// request.
+const lazyDelay = 20 * time.Microsecond
+
+// send writes one request frame, with the lazy ones queued before it.
 func (cn *conn) send(h wire.Header, m wire.Message) error {
 	cn.wmu.Lock()
-	b, err := wire.AppendFrame(cn.wbuf[:0], h, m, &cn.limits)
+	b, err := wire.AppendFrame(append(cn.wbuf[:0], cn.lazy...), h, m, &cn.limits)
 	if err != nil {
 		cn.wmu.Unlock()
 		return err
 	}
+	cn.lazy = cn.lazy[:0]
 	_, werr := cn.nc.Write(b)
 	if cap(b) <= 64<<10 {
 		cn.wbuf = b[:0]
@@ -79,6 +90,44 @@ func (cn *conn) send(h wire.Header, m wire.Message) error {
 		return fmt.Errorf("%w: %w", errConnLost, werr)
 	}
 	return nil
+}
+
+// sendLazy queues a request nobody waits for, to leave with the next
+// write or within lazyDelay.
+func (cn *conn) sendLazy(h wire.Header, m wire.Message) error {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	b, err := wire.AppendFrame(cn.lazy, h, m, &cn.limits)
+	if err != nil {
+		return err
+	}
+	cn.lazy = b
+	if !cn.armed {
+		cn.armed = true
+		if cn.flushT == nil {
+			cn.flushT = time.AfterFunc(lazyDelay, cn.flushLazy)
+		} else {
+			cn.flushT.Reset(lazyDelay)
+		}
+	}
+	return nil
+}
+
+// flushLazy writes what waited for a next request that did not come.
+func (cn *conn) flushLazy() {
+	cn.wmu.Lock()
+	cn.armed = false
+	if len(cn.lazy) == 0 {
+		cn.wmu.Unlock()
+		return
+	}
+	out := cn.lazy
+	cn.lazy = nil
+	_, err := cn.nc.Write(out)
+	cn.wmu.Unlock()
+	if err != nil {
+		cn.fail(err)
+	}
 }
 
 // errConnLost: the connection failed; the call waits for the next one.
@@ -144,7 +193,10 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 		if !cn.reading {
 			cn.reading, cn.readingFor = true, cl
 			cn.rmu.Unlock()
-			stop := context.AfterFunc(ctx, func() { cn.interrupt(cl) })
+			stop := noStop
+			if ctx.Done() != nil {
+				stop = context.AfterFunc(ctx, func() { cn.interrupt(cl) })
+			}
 			err := cn.readOne()
 			stop()
 			cn.rmu.Lock()
@@ -163,7 +215,7 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 			}
 			continue
 		}
-		ch := cl.ch
+		ch := cn.cl.waitChan(cl)
 		cn.rmu.Unlock()
 		var err error
 		select {
@@ -178,6 +230,8 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 		}
 	}
 }
+
+func noStop() bool { return true }
 
 // interrupt stops the read of the caller waiting for cl, whose context
 // ended, by moving the read deadline to the past. The caller clears it.

@@ -172,7 +172,8 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 		ss.cached(id, ls, m)
 		return
 	}
-	opts := []dlm.LockOption{dlm.InSession(ss.ds)}
+	opts := make([]dlm.LockOption, 1, 4)
+	opts[0] = ss.in
 	if m.Owner != 0 {
 		o, err := ss.owner(ls, m.Owner)
 		if err != nil {
@@ -254,17 +255,28 @@ func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error, 
 	if note != nil {
 		note.granted(lk.ID())
 	}
-	ss.reply(id, grantOf(lk), block)
+	ss.replyGrant(id, lk, block)
 }
 
-func grantOf(lk *dlm.Lock) *wire.ClientGrant {
+// okMsg is every ClientOK: a message is only read, to be encoded.
+var okMsg = &wire.ClientOK{}
+
+// grants recycles the ClientGrant replies: send encodes a message before
+// it returns, and keeps nothing of it.
+var grants = sync.Pool{New: func() any { return new(wire.ClientGrant) }}
+
+// replyGrant answers id with lk's state.
+func (ss *session) replyGrant(id uint64, lk *dlm.Lock, block bool) {
+	g := grants.Get().(*wire.ClientGrant)
 	v, ok := lk.Value()
-	g := &wire.ClientGrant{Lock: lk.ID(), Mode: lk.Mode(), Token: lk.Token(), Demoted: lk.Demoted(),
+	*g = wire.ClientGrant{Lock: lk.ID(), Mode: lk.Mode(), Token: lk.Token(), Demoted: lk.Demoted(),
 		LVB: v, LVBSeq: lk.ValueSeq(), LVBFlags: wire.LVBPresent}
 	if ok {
 		g.LVBFlags |= wire.LVBValid
 	}
-	return g
+	ss.reply(id, g, block)
+	*g = wire.ClientGrant{}
+	grants.Put(g)
 }
 
 // heldLock returns the session's lock of that id.
@@ -323,12 +335,12 @@ func (ss *session) converted(id uint64, lk *dlm.Lock, err error, block bool) {
 		ss.fail(id, err)
 		return
 	}
-	ss.reply(id, grantOf(lk), block)
+	ss.replyGrant(id, lk, block)
 }
 
 func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
 	if m.Lock&(1<<63) != 0 && ss.releaseHold(m.Lock) {
-		ss.reply(id, &wire.ClientOK{}, false)
+		ss.reply(id, okMsg, false)
 		return
 	}
 	lk, err := ss.heldLock(m.Lock)
@@ -348,7 +360,7 @@ func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
 		ss.fail(id, err)
 		return
 	}
-	ss.reply(id, &wire.ClientOK{}, false)
+	ss.reply(id, okMsg, false)
 }
 
 func (ss *session) cancel(id uint64, m *wire.ClientCancel) {
@@ -359,7 +371,7 @@ func (ss *session) cancel(id uint64, m *wire.ClientCancel) {
 	ss.mu.Unlock()
 	// The withdrawn request answers for itself: cancelled, or granted if
 	// the grant came first. A request no longer waiting has its answer.
-	ss.reply(id, &wire.ClientOK{}, false)
+	ss.reply(id, okMsg, false)
 }
 
 func (ss *session) value(id uint64, m *wire.ClientValue) {
@@ -372,7 +384,7 @@ func (ss *session) value(id uint64, m *wire.ClientValue) {
 		ss.fail(id, err)
 		return
 	}
-	ss.reply(id, grantOf(lk), false)
+	ss.replyGrant(id, lk, false)
 }
 
 func (ss *session) setValue(id uint64, m *wire.ClientSetValue) {
@@ -387,7 +399,7 @@ func (ss *session) setValue(id uint64, m *wire.ClientSetValue) {
 		ss.fail(id, err)
 		return
 	}
-	ss.reply(id, &wire.ClientOK{}, false)
+	ss.reply(id, okMsg, false)
 }
 
 // keepAlive renews the session at its masters (or a lock's own TTL) and
@@ -457,6 +469,6 @@ func (ss *session) bye(c *conn, id uint64) {
 	ss.c = nil // nothing more for the client but the answer
 	ss.mu.Unlock()
 	ss.end()
-	c.w.queue(wire.Header{ID: id, Reply: true}, &wire.ClientOK{}, false)
+	c.w.queue(wire.Header{ID: id, Reply: true}, okMsg, false)
 	c.w.finish()
 }

@@ -23,6 +23,7 @@ type session struct {
 	key uint64
 	ttl time.Duration
 	ds  *dlm.Session
+	in  dlm.LockOption // dlm.InSession(ds), made once
 
 	mu      sync.Mutex
 	c       *conn                // nil while the client is away
@@ -81,7 +82,7 @@ func (s *Server) openSession(h *wire.ClientHello) (*session, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	ss.ds = ds
+	ss.ds, ss.in = ds, dlm.InSession(ds)
 	s.addSession(ss)
 	return ss, false, nil
 }
