@@ -178,6 +178,14 @@ func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) 
 		resend = append(resend, cl)
 	}
 	slices.SortFunc(resend, func(a, b *call) int { return cmpU64(a.id, b.id) })
+	// The agent never read them, and takes only ids above the hello's:
+	// they are sent again as new requests.
+	for _, cl := range resend {
+		delete(c.pending, cl.id)
+		c.nextID++
+		cl.id = c.nextID
+		c.pending[cl.id] = cl
+	}
 	orphans := c.orphans
 	c.orphans = nil
 	c.cn = cn
@@ -187,8 +195,9 @@ func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) 
 	for _, cl := range resend {
 		c.mu.Lock()
 		cl.sent = true
+		id := cl.id
 		c.mu.Unlock()
-		if cn.send(wire.Header{ID: cl.id}, cl.msg) != nil {
+		if cn.send(wire.Header{ID: id}, cl.msg) != nil {
 			return // connDown reconnects and sends them again
 		}
 	}
@@ -208,13 +217,19 @@ func cmpU64(a, b uint64) int {
 }
 
 // dropSessionLocked forgets the session's locks (lost, with why) and
-// fails its requests: the agent no longer has them. Caller holds c.mu.
+// fails its requests about them: the agent no longer has them. Requests
+// for new locks stay, to be sent in the next session (one the old session
+// never granted cannot be granted twice). Caller holds c.mu.
 func (c *Client) dropSessionLocked(why error) {
 	for id, lk := range c.locks {
 		delete(c.locks, id)
 		lk.loseLocked(why)
 	}
 	for id, cl := range c.pending {
+		if _, isLock := cl.msg.(*wire.ClientLock); isLock && !cl.done && !cl.abandoned && !c.closed {
+			cl.sent = false
+			continue
+		}
 		delete(c.pending, id)
 		if !cl.done {
 			cl.err = fmt.Errorf("%w: the session was lost before an answer came", lockapi.ErrUnavailable)
@@ -397,11 +412,11 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			return err
 		}
 		c.mu.Lock()
-		send := !cl.sent
+		send, id := !cl.sent, cl.id
 		cl.sent = true
 		c.mu.Unlock()
 		if send {
-			if err := cn.send(wire.Header{ID: cl.id}, cl.msg); err != nil {
+			if err := cn.send(wire.Header{ID: id}, cl.msg); err != nil {
 				continue // sent again once reconnected
 			}
 		}

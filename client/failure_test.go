@@ -123,7 +123,9 @@ func TestAgentDeath(t *testing.T) {
 	next, err := c.Lockspace("test").Lock(ctx, res, modes.EX)
 	if err != nil {
 		c.mu.Lock()
-		t.Fatalf("a request after the agent died: %v (connected %v, agent %d, trust until %v)", err, c.cn != nil, c.addr, time.Until(c.trust))
+		connected, agent, trust := c.cn != nil, c.addr, time.Until(c.trust)
+		c.mu.Unlock()
+		t.Fatalf("a request after the agent died: %v (connected %v, agent %d, trust for %v)", err, connected, agent, trust)
 	}
 	if c.Session() == session || c.Node() == a.nodes[0].Name() {
 		t.Fatalf("still on session %x at %s", c.Session(), c.Node())

@@ -104,10 +104,17 @@ func (c *conn) hello() (*session, error) {
 		return nil, c.unauthorized("wrong or missing token")
 	}
 	s, resumed, err := c.srv.openSession(hello)
+	if errors.Is(err, errNoSession) {
+		c.w.queue(wire.Header{}, errorMsg(err), true)
+		return nil, err
+	}
 	if err != nil {
 		return nil, c.unauthorized(err.Error())
 	}
-	s.attach(c, h.ID, resumed)
+	if err := s.attach(c, h.ID, resumed); err != nil {
+		c.w.queue(wire.Header{}, errorMsg(err), true)
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -43,7 +43,7 @@ func (ss *session) cached(id uint64, ls *dlm.Lockspace, m *wire.ClientLock) {
 		ss.held(id, h, err, false)
 		return
 	}
-	ctx, err := ss.startOp(id, true, m.Timeout)
+	ctx, err := ss.startOp(id, m.Timeout)
 	if err != nil {
 		ss.fail(id, err)
 		return

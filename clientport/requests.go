@@ -87,7 +87,7 @@ func (ss *session) owner(ls *dlm.Lockspace, id uint64) (*dlm.Owner, error) {
 
 // startOp registers a request that will wait, within the session's
 // limits. It returns the context the wait runs under.
-func (ss *session) startOp(id uint64, lock bool, timeout int64) (context.Context, error) {
+func (ss *session) startOp(id uint64, timeout int64) (context.Context, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if len(ss.pending) >= ss.srv.cfg.MaxPending {
@@ -101,10 +101,7 @@ func (ss *session) startOp(id uint64, lock bool, timeout int64) (context.Context
 	if ss.pending == nil {
 		ss.pending = map[uint64]*op{}
 	}
-	ss.pending[id] = &op{cancel: cancel, lock: lock}
-	if lock {
-		ss.waiting++
-	}
+	ss.pending[id] = &op{cancel: cancel}
 	ss.srv.wg.Add(1)
 	return ctx, nil
 }
@@ -113,9 +110,6 @@ func (ss *session) endOp(id uint64) {
 	ss.mu.Lock()
 	if o := ss.pending[id]; o != nil {
 		o.cancel()
-		if o.lock {
-			ss.waiting--
-		}
 		delete(ss.pending, id)
 	}
 	ss.mu.Unlock()
@@ -157,7 +151,7 @@ func (b *blockNote) granted(id uint64) {
 
 func (ss *session) lock(id uint64, m *wire.ClientLock) {
 	ss.mu.Lock()
-	held := len(ss.locks) + ss.waiting
+	held := ss.ds.Len() + len(ss.holds) // a waiting lock is in ds already
 	ss.mu.Unlock()
 	if held >= ss.srv.cfg.MaxLocks {
 		ss.refuse(id, refusedLocks, fmt.Errorf("%w: the session holds or waits for %d locks, the agent's limit", dlm.ErrLimit, held))
@@ -212,7 +206,7 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 			return
 		}
 	}
-	ctx, err := ss.startOp(id, true, m.Timeout)
+	ctx, err := ss.startOp(id, m.Timeout)
 	if err != nil {
 		ss.fail(id, err)
 		return
@@ -233,22 +227,17 @@ func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error, 
 		return
 	}
 	ss.mu.Lock()
-	if ss.over {
-		ss.mu.Unlock()
+	over := ss.over
+	ss.mu.Unlock()
+	if over {
 		_ = lk.Unlock()
 		ss.fail(id, dlm.ErrSessionEnded)
 		return
 	}
-	if ss.locks == nil {
-		ss.locks = map[uint64]*dlm.Lock{}
-	}
-	ss.locks[lk.ID()] = lk
-	ss.mu.Unlock()
 	if err := lk.Err(); err != nil {
-		// Lost before it was in the session's books: lockLost missed it.
-		ss.mu.Lock()
-		delete(ss.locks, lk.ID())
-		ss.mu.Unlock()
+		// Lost before the client was told of it (lockLost has told it of
+		// a lock it never saw, which it ignores).
+		_ = lk.Unlock()
 		ss.fail(id, err)
 		return
 	}
@@ -279,11 +268,10 @@ func (ss *session) replyGrant(id uint64, lk *dlm.Lock, block bool) {
 	grants.Put(g)
 }
 
-// heldLock returns the session's lock of that id.
+// heldLock returns the session's lock of that id: the session's books
+// are its dlm session's.
 func (ss *session) heldLock(id uint64) (*dlm.Lock, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if lk := ss.locks[id]; lk != nil {
+	if lk := ss.ds.Lock(id); lk != nil {
 		return lk, nil
 	}
 	return nil, fmt.Errorf("%w: the session holds no lock %d", dlm.ErrNotHeld, id)
@@ -318,7 +306,7 @@ func (ss *session) convert(id uint64, m *wire.ClientConvert) {
 			return
 		}
 	}
-	ctx, err := ss.startOp(id, false, m.Timeout)
+	ctx, err := ss.startOp(id, m.Timeout)
 	if err != nil {
 		ss.fail(id, err)
 		return
@@ -348,15 +336,7 @@ func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
 		ss.fail(id, err)
 		return
 	}
-	err = lk.Unlock()
-	if errors.Is(err, dlm.ErrBusy) {
-		ss.fail(id, err) // a conversion is in progress: the lock stays
-		return
-	}
-	ss.mu.Lock()
-	delete(ss.locks, m.Lock)
-	ss.mu.Unlock()
-	if err != nil {
+	if err := lk.Unlock(); err != nil { // ErrBusy: a conversion is in progress, the lock stays
 		ss.fail(id, err)
 		return
 	}
@@ -413,7 +393,7 @@ func (ss *session) keepAlive(id uint64, m *wire.ClientKeepAlive) {
 			return
 		}
 	}
-	ctx, err := ss.startOp(id, false, int64(ss.ttl/2))
+	ctx, err := ss.startOp(id, int64(ss.ttl/2))
 	if err != nil {
 		ss.fail(id, err)
 		return

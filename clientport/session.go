@@ -26,12 +26,11 @@ type session struct {
 	in  dlm.LockOption // dlm.InSession(ds), made once
 
 	mu      sync.Mutex
-	c       *conn                // nil while the client is away
-	outbox  []byte               // frames for the client while it is away
-	locks   map[uint64]*dlm.Lock // made on the first lock: idle sessions are many
-	holds   map[uint64]*hold     // holds on the agent's shared-lock cache (ClientCached)
-	pending map[uint64]*op       // waiting requests, by request id
-	waiting int                  // of which lock requests (they count against MaxLocks)
+	c       *conn            // nil while the client is away
+	outbox  []byte           // frames for the client while it is away
+	holds   map[uint64]*hold // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
+	pending map[uint64]*op   // waiting requests, by request id
+	waiting int              // of which lock requests (they count against MaxLocks)
 	owners  map[ownerKey]*dlm.Owner
 	last    uint64 // highest request id read
 	over    bool   // the session ended
@@ -45,17 +44,19 @@ type ownerKey struct {
 // op is a request that waits: a lock, a conversion or a renewal.
 type op struct {
 	cancel func()
-	lock   bool // a ClientLock: it counts against MaxLocks while it waits
 }
 
 // errSessionGone: a ClientHello resumes a session this agent does not have
 // (expired, or never was), or with the wrong key.
 var errSessionGone = errors.New("no such session to resume")
 
+// errNoSession: the agent cannot open sessions (its node is closing).
+var errNoSession = errors.New("the agent opens no session")
+
 // openSession resumes the session a ClientHello names, or starts one.
 func (s *Server) openSession(h *wire.ClientHello) (*session, bool, error) {
 	if h.Session != 0 {
-		if ss := s.session(h.Session); ss != nil {
+		if ss := s.session(h.Session); ss != nil && ss.ds.Err() == nil {
 			var a, b [8]byte
 			binary.BigEndian.PutUint64(a[:], ss.key)
 			binary.BigEndian.PutUint64(b[:], h.Key)
@@ -80,7 +81,7 @@ func (s *Server) openSession(h *wire.ClientHello) (*session, bool, error) {
 	ss := &session{srv: s, id: random64(), key: random64(), ttl: ttl}
 	ds, err := s.node.NewSession(ttl, dlm.OnLockLost(ss.lockLost), dlm.OnSessionEnd(ss.ended))
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("%w: %w", errNoSession, err)
 	}
 	ss.ds, ss.in = ds, dlm.InSession(ds)
 	s.addSession(ss)
@@ -96,14 +97,17 @@ func random64() uint64 {
 // attach makes c the session's connection and answers the ClientHello
 // (request id) with the Welcome, followed by whatever was queued while the
 // client was away.
-func (ss *session) attach(c *conn, id uint64, resumed bool) {
-	lease, _ := ss.lease()
+func (ss *session) attach(c *conn, id uint64, resumed bool) error {
+	lease, err := ss.lease()
+	if err != nil {
+		return err // ending, or the agent has no quorum: nothing to trust
+	}
 	ss.mu.Lock()
 	old := ss.c
 	ss.c = c
 	c.s = ss
 	w := &wire.ClientWelcome{
-		Session: ss.id, Key: ss.key, TTL: int64(ss.ttl), Lease: int64(max(lease, 1)),
+		Session: ss.id, Key: ss.key, TTL: int64(ss.ttl), Lease: int64(lease),
 		Node: ss.srv.node.Name(), Resumed: resumed, LastRequest: ss.last,
 		MaxLocks: uint32(ss.srv.cfg.MaxLocks), MaxPending: uint32(ss.srv.cfg.MaxPending), MaxFrame: uint32(ss.srv.cfg.MaxFrame),
 	}
@@ -119,6 +123,7 @@ func (ss *session) attach(c *conn, id uint64, resumed bool) {
 	if old != nil {
 		old.close() // a client that came back before its old connection was seen to die
 	}
+	return nil
 }
 
 // detach leaves the session waiting for a resume, if c is still its
@@ -187,15 +192,11 @@ func (ss *session) lease() (time.Duration, error) {
 }
 
 // lockLost runs on the node's callback goroutine for every lock of the
-// session that is lost: the client is told, and the lock forgotten.
+// session that is lost: the client is told, and the lock forgotten (its
+// Unlock ends it in the node's books, telling its master if it still
+// has it).
 func (ss *session) lockLost(lk *dlm.Lock, why error) {
-	ss.mu.Lock()
-	if ss.locks[lk.ID()] != lk {
-		ss.mu.Unlock()
-		return // released by the client, or not yet handed to it
-	}
-	delete(ss.locks, lk.ID())
-	ss.mu.Unlock()
+	_ = lk.Unlock()
 	ss.send(wire.Header{}, &wire.ClientLost{Lock: lk.ID(), Code: codeOf(why), Text: truncate(why.Error())}, false)
 }
 

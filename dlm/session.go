@@ -49,7 +49,7 @@ type Session struct {
 	onEnd  func(error)        // OnSessionEnd
 
 	mu        sync.Mutex
-	locks     map[*Lock]struct{}
+	locks     map[uint64]*Lock // by id
 	leaseEnds time.Time
 	timer     *time.Timer
 	lost      chan struct{}
@@ -151,6 +151,14 @@ func (s *Session) ID() uint64 { return s.id }
 // TTL returns the session's time to live.
 func (s *Session) TTL() time.Duration { return s.ttl }
 
+// Lock returns the session's lock of that id (Lock.ID), held or waited
+// for, or nil.
+func (s *Session) Lock(id uint64) *Lock {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.locks[id]
+}
+
 // Len returns how many locks the session holds or waits for.
 func (s *Session) Len() int {
 	s.mu.Lock()
@@ -200,9 +208,9 @@ func (s *Session) add(lk *Lock) error {
 		return s.err
 	}
 	if s.locks == nil {
-		s.locks = map[*Lock]struct{}{} // on the first lock: a node may keep many idle sessions
+		s.locks = map[uint64]*Lock{} // on the first lock: a node may keep many idle sessions
 	}
-	s.locks[lk] = struct{}{}
+	s.locks[lk.id] = lk
 	return nil
 }
 
@@ -210,7 +218,7 @@ func (s *Session) add(lk *Lock) error {
 // hold lk.sh.mu (the order is shard, then session).
 func (s *Session) remove(lk *Lock) {
 	s.mu.Lock()
-	delete(s.locks, lk)
+	delete(s.locks, lk.id)
 	s.mu.Unlock()
 }
 
@@ -240,7 +248,7 @@ func (s *Session) Renew(ctx context.Context) error {
 		return s.err
 	}
 	locks := make([]*Lock, 0, len(s.locks))
-	for lk := range s.locks {
+	for _, lk := range s.locks {
 		if lk.ttl <= 0 { // a lock with a TTL of its own is renewed by itself
 			locks = append(locks, lk)
 		}
@@ -392,7 +400,7 @@ func (s *Session) end(why error) {
 	}
 	close(s.lost)
 	locks := make([]*Lock, 0, len(s.locks))
-	for lk := range s.locks {
+	for _, lk := range s.locks {
 		locks = append(locks, lk)
 	}
 	s.mu.Unlock()
