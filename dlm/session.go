@@ -429,7 +429,6 @@ func (s *Session) lockLost(lk *Lock, why error) {
 	}
 }
 
-
 // endWithSession settles a lock whose session ended: a held lock is
 // released at its master (a conversion in flight ends with it), a request
 // in flight withdrawn, and the holder told why. Caller holds sh.mu.

@@ -20,18 +20,6 @@ import (
 	"github.com/seed-a6839e30/dlm/internal/localcluster"
 )
 
-// lockBinary builds dlmnode into the test's directory, for the lock
-// command's tests, which run it from shells (the build cache makes the
-// second build of a run cheap).
-func lockBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dlmnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // lockAgents are dlm nodes in this process, each with a client port on
 // loopback: what the lock command's processes connect to.
 type lockAgents struct {
@@ -105,7 +93,7 @@ func shell(t *testing.T, bin string, limit time.Duration, script string, env ...
 // tokens strictly increase.
 func TestLockFromShells(t *testing.T) {
 	a := startLockAgents(t, 3)
-	bin := lockBinary(t)
+	bin := dlmnodeBinary(t)
 	stamps := filepath.Join(t.TempDir(), "stamps")
 	script := func(addr string) string {
 		return fmt.Sprintf(`for i in 1 2 3 4 5; do
@@ -150,7 +138,7 @@ done`, addr, stamps, stamps)
 // found, 69 for no agent.
 func TestLockStatuses(t *testing.T) {
 	a := startLockAgents(t, 1)
-	bin := lockBinary(t)
+	bin := dlmnodeBinary(t)
 	addr := a.addrs[0]
 	holdFile := filepath.Join(t.TempDir(), "holding")
 	ready := make(chan struct{})
@@ -199,7 +187,7 @@ func waitFile(t *testing.T, path string, within time.Duration) {
 // (here: its agent dies), COMMAND gets SIGTERM, dlmnode lock says so and
 // exits with 75; a COMMAND that ignores SIGTERM is killed after --grace.
 func TestLockLostTerminatesCommand(t *testing.T) {
-	bin := lockBinary(t)
+	bin := dlmnodeBinary(t)
 	for _, ignore := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ignores-sigterm=%v", ignore), func(t *testing.T) {
 			a := startLockAgents(t, 3)
