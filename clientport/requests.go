@@ -2,7 +2,6 @@ package clientport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -86,34 +85,88 @@ func (ss *session) owner(ls *dlm.Lockspace, id uint64) (*dlm.Owner, error) {
 }
 
 // startOp registers a request that will wait, within the session's
-// limits. It returns the context the wait runs under.
+// limits. It returns the context the wait runs under (a renewal's).
 func (ss *session) startOp(id uint64, timeout int64) (context.Context, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if len(ss.pending) >= ss.srv.cfg.MaxPending {
-		ss.srv.met.refused[refusedPending].Inc()
-		return nil, fmt.Errorf("%w: the session has %d requests waiting, the agent's limit", dlm.ErrLimit, len(ss.pending))
-	}
 	ctx, cancel := context.WithCancel(ss.srv.ctx)
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ss.srv.ctx, time.Duration(timeout))
 	}
-	if ss.pending == nil {
-		ss.pending = map[uint64]*op{}
+	if err := ss.reserve(id, cancel); err != nil {
+		cancel()
+		return nil, err
 	}
-	ss.pending[id] = &op{cancel: cancel}
+	ss.setStop(id, cancel)
 	ss.srv.wg.Add(1)
 	return ctx, nil
 }
 
 func (ss *session) endOp(id uint64) {
+	ss.release(id)
+	ss.srv.wg.Done()
+}
+
+// reserve counts a request that may wait against MaxPending; cancel, if
+// not nil, withdraws it (ClientCancel).
+func (ss *session) reserve(id uint64, cancel func()) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.pending) >= ss.srv.cfg.MaxPending {
+		ss.srv.met.refused[refusedPending].Inc()
+		return fmt.Errorf("%w: the session has %d requests waiting, the agent's limit", dlm.ErrLimit, len(ss.pending))
+	}
+	if ss.pending == nil {
+		ss.pending = map[uint64]*op{}
+	}
+	ss.pending[id] = &op{cancel: cancel}
+	return nil
+}
+
+// release ends a reserved request (and its context, for a renewal).
+func (ss *session) release(id uint64) {
+	ss.mu.Lock()
+	o := ss.pending[id]
+	delete(ss.pending, id)
+	ss.mu.Unlock()
+	if o != nil && o.stop != nil {
+		o.stop()
+	}
+}
+
+// setStop gives a reserved request what ends its context once it is
+// answered.
+func (ss *session) setStop(id uint64, stop func()) {
 	ss.mu.Lock()
 	if o := ss.pending[id]; o != nil {
-		o.cancel()
-		delete(ss.pending, id)
+		o.stop = stop
 	}
 	ss.mu.Unlock()
-	ss.srv.wg.Done()
+}
+
+// setCancel gives a reserved request the function that withdraws it, if
+// it is still waiting.
+func (ss *session) setCancel(id uint64, cancel func()) {
+	ss.mu.Lock()
+	if o := ss.pending[id]; o != nil {
+		o.cancel = cancel
+	}
+	ss.mu.Unlock()
+}
+
+// deadline is a context with a deadline and nothing else: what the
+// asynchronous lock calls read of one (the master times the request out),
+// without the timer a context.WithTimeout would start.
+type deadline struct {
+	context.Context
+	at time.Time
+}
+
+func (d deadline) Deadline() (time.Time, bool) { return d.at, true }
+
+func (ss *session) waitCtx(timeout int64) context.Context {
+	if timeout <= 0 {
+		return context.Background()
+	}
+	return deadline{context.Background(), time.Now().Add(time.Duration(timeout))}
 }
 
 // blockNote delivers a lock's blocking notifications to the client. The
@@ -184,44 +237,32 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 	if m.TTL > 0 {
 		opts = append(opts, dlm.WithTTL(time.Duration(m.TTL)))
 	}
-	local := ls.MasterOf(m.Resource) == ss.srv.node.Name()
-	switch {
-	case m.Flags&wire.ClientTry != 0:
-		lk, err := ls.TryLock(ss.srv.ctx, m.Resource, m.Mode, opts...)
-		ss.granted(id, lk, note, err, false)
-		return
-	case m.Flags&wire.ClientExpedite != 0:
+	if m.Flags&wire.ClientExpedite != 0 {
 		opts = append(opts, dlm.Expedite())
-		if local { // granted at once, ahead of any queue
-			lk, err := ls.Lock(ss.srv.ctx, m.Resource, m.Mode, opts...)
-			ss.granted(id, lk, note, err, false)
-			return
-		}
-	case local:
-		// A lock its master (this node) can grant at once is answered
-		// in the batch; one that must queue waits on a goroutine.
-		lk, err := ls.TryLock(ss.srv.ctx, m.Resource, m.Mode, opts...)
-		if !errors.Is(err, dlm.ErrNotQueued) {
-			ss.granted(id, lk, note, err, false)
-			return
-		}
 	}
-	ctx, err := ss.startOp(id, m.Timeout)
-	if err != nil {
+	// Answered at once (a grant or refusal by this node's table) in the
+	// batch; otherwise when its master answers, on the node's callback
+	// goroutine. No goroutine waits for it.
+	if err := ss.reserve(id, nil); err != nil {
 		ss.fail(id, err)
 		return
 	}
-	resource, mode := m.Resource, m.Mode // m is the decoder's, reused by the next frame
-	go func() {
-		defer ss.endOp(id)
-		lk, err := ls.Lock(ctx, resource, mode, opts...)
-		ss.granted(id, lk, note, err, true)
-	}()
+	done := func(lk *dlm.Lock, err error) {
+		ss.release(id)
+		ss.granted(id, lk, note, err)
+	}
+	var cancel func()
+	if m.Flags&wire.ClientTry != 0 {
+		cancel = ls.TryLockAsync(ss.waitCtx(m.Timeout), m.Resource, m.Mode, done, opts...)
+	} else {
+		cancel = ls.LockAsync(ss.waitCtx(m.Timeout), m.Resource, m.Mode, done, opts...)
+	}
+	ss.setCancel(id, cancel)
 }
 
 // granted answers a lock request with its outcome, and hands a granted
 // lock to the client.
-func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error, block bool) {
+func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error) {
 	if err != nil {
 		ss.fail(id, err)
 		return
@@ -244,7 +285,7 @@ func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error, 
 	if note != nil {
 		note.granted(lk.ID())
 	}
-	ss.replyGrant(id, lk, block)
+	ss.replyGrant(id, lk, false)
 }
 
 // okMsg is every ClientOK: a message is only read, to be encoded.
@@ -290,40 +331,29 @@ func (ss *session) convert(id uint64, m *wire.ClientConvert) {
 	if m.Flags&wire.ClientDemote != 0 {
 		opts = append(opts, dlm.DemoteOnDeadlock())
 	}
-	up := modes.IsUp(lk.Mode(), m.Mode)
-	ls := lk.Lockspace()
-	local := ls.MasterOf(lk.Resource()) == ss.srv.node.Name()
-	switch {
-	case m.Flags&wire.ClientTry != 0:
-		ss.converted(id, lk, lk.TryConvert(ss.srv.ctx, m.Mode, opts...), false)
-		return
-	case !up && local:
-		ss.converted(id, lk, lk.Convert(ss.srv.ctx, m.Mode, opts...), false)
-		return
-	case local && m.Flags&wire.ClientDemote == 0:
-		if err := lk.TryConvert(ss.srv.ctx, m.Mode, opts...); !errors.Is(err, dlm.ErrNotQueued) {
-			ss.converted(id, lk, err, false)
-			return
-		}
-	}
-	ctx, err := ss.startOp(id, m.Timeout)
-	if err != nil {
+	if err := ss.reserve(id, nil); err != nil {
 		ss.fail(id, err)
 		return
 	}
-	mode := m.Mode // m is the decoder's, reused by the next frame
-	go func() {
-		defer ss.endOp(id)
-		ss.converted(id, lk, lk.Convert(ctx, mode, opts...), true)
-	}()
+	done := func(lk *dlm.Lock, err error) {
+		ss.release(id)
+		ss.converted(id, lk, err)
+	}
+	var cancel func()
+	if m.Flags&wire.ClientTry != 0 {
+		cancel = lk.TryConvertAsync(ss.waitCtx(m.Timeout), m.Mode, done, opts...)
+	} else {
+		cancel = lk.ConvertAsync(ss.waitCtx(m.Timeout), m.Mode, done, opts...)
+	}
+	ss.setCancel(id, cancel)
 }
 
-func (ss *session) converted(id uint64, lk *dlm.Lock, err error, block bool) {
+func (ss *session) converted(id uint64, lk *dlm.Lock, err error) {
 	if err != nil {
 		ss.fail(id, err)
 		return
 	}
-	ss.replyGrant(id, lk, block)
+	ss.replyGrant(id, lk, false)
 }
 
 func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
@@ -345,10 +375,14 @@ func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
 
 func (ss *session) cancel(id uint64, m *wire.ClientCancel) {
 	ss.mu.Lock()
+	var cancel func()
 	if o := ss.pending[m.Request]; o != nil {
-		o.cancel()
+		cancel = o.cancel
 	}
 	ss.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 	// The withdrawn request answers for itself: cancelled, or granted if
 	// the grant came first. A request no longer waiting has its answer.
 	ss.reply(id, okMsg, false)

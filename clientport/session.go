@@ -43,7 +43,8 @@ type ownerKey struct {
 
 // op is a request that waits: a lock, a conversion or a renewal.
 type op struct {
-	cancel func()
+	cancel func() // withdraws it (ClientCancel, the session's end)
+	stop   func() // ends its context once answered (a renewal's), or nil
 }
 
 // errSessionGone: a ClientHello resumes a session this agent does not have
@@ -230,7 +231,9 @@ func (ss *session) end() {
 	ss.mu.Unlock()
 	_ = ss.ds.Close()
 	for _, o := range pending {
-		o.cancel()
+		if o.cancel != nil {
+			o.cancel()
+		}
 	}
 	ss.mu.Lock()
 	holds := ss.holds

@@ -81,6 +81,10 @@ type Lock struct {
 	lease     *time.Timer
 	leaseEnds time.Time
 	session   *Session // nil: the lock is in no session (InSession)
+	// onDone is the callback of the operation in flight when it was
+	// started by LockAsync or ConvertAsync (lock_async.go). Guarded by
+	// sh.mu.
+	onDone func(*Lock, error)
 }
 
 // masterName is the node that masters the lock's resource in the current

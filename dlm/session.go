@@ -455,8 +455,7 @@ func (lk *Lock) endWithSession(sh *shard, why error) {
 		case lk.local():
 			_ = lk.ls.tableCancel(sh, lk.key(), lk.ownerID)
 		default:
-			sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
-			_ = lk.post(&sh.can)
+			lk.postCancel(sh)
 			abandon = true // a grant may still be on its way; finish gives it back
 		}
 	}
