@@ -250,4 +250,3 @@ func (h dlmClientHeld) Fence() lockbench.Fence {
 
 // Unlock implements lockbench.Held.
 func (h dlmClientHeld) Unlock(context.Context) error { return h.lk.Unlock() }
-

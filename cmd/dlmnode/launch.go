@@ -30,11 +30,11 @@ type localCluster struct {
 type agentProc struct {
 	name                        string
 	gossip, link, admin, client string // host:port
-	args                []string
-	logPath             string
-	cmd                 *exec.Cmd
-	exited              chan struct{} // closed when the process has exited
-	exitErr             error         // set before exited closes
+	args                        []string
+	logPath                     string
+	cmd                         *exec.Cmd
+	exited                      chan struct{} // closed when the process has exited
+	exitErr                     error         // set before exited closes
 }
 
 // AdminURL is the agent's admin base URL.

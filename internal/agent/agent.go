@@ -37,7 +37,7 @@ type Agent struct {
 
 	admin     net.Listener
 	adminHTTP *http.Server
-	client    net.Listener // nil: no client port
+	client    net.Listener             // nil: no client port
 	node      atomic.Pointer[dlm.Node] // nil until the node serves
 	gather    *gatherer
 }
