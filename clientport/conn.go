@@ -29,6 +29,9 @@ type conn struct {
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String()}
 	c.w = writer{nc: nc, limits: &s.limits, max: s.cfg.MaxOutbox, slow: c.slow}
+	if tc, ok := nc.(*net.TCPConn); ok && s.tls == nil {
+		c.w.raw, _ = tc.SyscallConn()
+	}
 	return c
 }
 

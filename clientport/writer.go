@@ -3,6 +3,7 @@ package clientport
 import (
 	"net"
 	"sync"
+	"syscall"
 
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -15,6 +16,10 @@ import (
 // goroutine writes at a time, in queue order.
 type writer struct {
 	nc     net.Conn
+	// raw is nc's socket for writes that must not block (a grant from the
+	// node's callback goroutine): one non-blocking write, the rest, if the
+	// socket is full, on a goroutine. nil for TLS.
+	raw    syscall.RawConn
 	limits *wire.Limits
 	max    int    // bytes that may wait; past it the client is too slow
 	slow   func() // called once, without mu, when max is passed
@@ -78,11 +83,48 @@ func (w *writer) startLocked(block bool) {
 	}
 	w.flushing = true
 	w.mu.Unlock()
-	if block {
+	switch {
+	case block:
 		w.flush()
-	} else {
+	case w.raw != nil && w.writeInline():
+	default:
 		go w.flush()
 	}
+}
+
+// writeInline writes what is queued with non-blocking writes, and reports
+// whether it all went; if not, what is left stays queued for flush. The
+// caller set flushing.
+func (w *writer) writeInline() bool {
+	w.mu.Lock()
+	for len(w.buf) > 0 && !w.closed {
+		out := w.buf
+		w.buf = w.spare[:0]
+		w.spare = nil
+		w.mu.Unlock()
+		n, err := writeNow(w.raw, out)
+		w.mu.Lock()
+		if err != nil {
+			w.closed, w.buf = true, nil
+			break
+		}
+		if n < len(out) {
+			rest := make([]byte, 0, len(out)-n+len(w.buf))
+			w.buf = append(append(rest, out[n:]...), w.buf...)
+			w.mu.Unlock()
+			return false // the socket is full: flush waits for it
+		}
+		if cap(out) <= maxKept {
+			w.spare = out[:0]
+		}
+	}
+	w.flushing = false
+	closeNow := w.closeAfter && len(w.buf) == 0
+	w.mu.Unlock()
+	if closeNow {
+		_ = w.nc.Close()
+	}
+	return true
 }
 
 // flush writes until nothing is queued. The caller set flushing.
