@@ -15,7 +15,7 @@ import (
 // goroutine of their own when the queuer must not block. At most one
 // goroutine writes at a time, in queue order.
 type writer struct {
-	nc     net.Conn
+	nc net.Conn
 	// raw is nc's socket for writes that must not block (a grant from the
 	// node's callback goroutine): one non-blocking write, the rest, if the
 	// socket is full, on a goroutine. nil for TLS.
