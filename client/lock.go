@@ -122,14 +122,24 @@ func waitError(ctx context.Context, err error) error {
 	return err
 }
 
-// timeoutOf is how long ctx allows, in ns, for the agent to time the
-// request out by itself too; 0 for no deadline.
+// timeoutOf is how long, in ns, the agent waits for a request before it
+// times it out by itself: what ctx allows, less a margin for its answer to
+// arrive before ctx ends. A request the client gave up on first could
+// still be granted, and the grant would only be given back: under
+// contention that wastes a hand-off per abandoned request. 0 for no
+// deadline.
 func timeoutOf(ctx context.Context) int64 {
-	if dl, ok := ctx.Deadline(); ok {
-		return int64(max(time.Until(dl), time.Microsecond))
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
 	}
-	return 0
+	left := time.Until(dl)
+	return int64(max(left-min(answerMargin, left/10), time.Microsecond))
 }
+
+// answerMargin is how much earlier than the caller's deadline the agent is
+// asked to time a request out: a round trip with room to spare.
+const answerMargin = 2 * time.Millisecond
 
 // Owner groups the locks of one transaction or process of this client for
 // deadlock detection: a cycle of owners waiting for each other, across
