@@ -10,14 +10,15 @@ import (
 
 	"github.com/seed-a6839e30/dlm/clientport"
 	"github.com/seed-a6839e30/dlm/dlm"
-	"github.com/seed-a6839e30/dlm/internal/localcluster"
+	"github.com/seed-a6839e30/dlm/dlm/dlmtest"
 )
 
 // agents is a cluster of dlm nodes in this process, each serving a client
 // port on loopback: real agents as far as a client can tell.
 type agents struct {
 	t       testing.TB
-	nodes   localcluster.Cluster
+	cluster *dlmtest.Cluster
+	nodes   []*dlm.Node
 	servers []*clientport.Server
 	addrs   []string
 	done    []chan error
@@ -27,17 +28,17 @@ func startAgents(t testing.TB, n int, mut func(*clientport.Config), nodeMut func
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nodes, err := localcluster.Start(ctx, n, func(_ int, cfg *dlm.Config) {
+	cl, err := dlmtest.New(ctx, n, dlmtest.TCP(), dlmtest.Configure(func(_ int, cfg *dlm.Config) {
 		cfg.DeadlockWait = 200 * time.Millisecond
 		if nodeMut != nil {
 			nodeMut(cfg)
 		}
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &agents{t: t, nodes: nodes}
-	for _, nd := range nodes {
+	a := &agents{t: t, cluster: cl, nodes: cl.Nodes()}
+	for _, nd := range a.nodes {
 		a.serve(nd, mut)
 	}
 	t.Cleanup(a.close)
@@ -77,7 +78,7 @@ func (a *agents) close() {
 			a.t.Errorf("Serve: %v", err)
 		}
 	}
-	a.nodes.Close()
+	_ = a.cluster.Close()
 }
 
 // kill stops agent i as if its process died: its node halts (its locks

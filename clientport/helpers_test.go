@@ -11,14 +11,14 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/seed-a6839e30/dlm/dlm"
-	"github.com/seed-a6839e30/dlm/internal/localcluster"
+	"github.com/seed-a6839e30/dlm/dlm/dlmtest"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
 // port is a client port on a node of a test cluster.
 type port struct {
 	t     testing.TB
-	nodes localcluster.Cluster
+	nodes []*dlm.Node
 	srv   *Server
 	reg   *prometheus.Registry
 	addr  string
@@ -29,18 +29,18 @@ func startPort(t testing.TB, nodes int, mut func(*Config)) *port {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := localcluster.Start(ctx, nodes, nil)
+	cl, err := dlmtest.New(ctx, nodes, dlmtest.TCP())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &port{t: t, nodes: cl, reg: prometheus.NewRegistry(), done: make(chan error, 1)}
+	p := &port{t: t, nodes: cl.Nodes(), reg: prometheus.NewRegistry(), done: make(chan error, 1)}
 	cfg := DefaultConfig()
-	cfg.Node, cfg.Registerer = cl[0], p.reg
+	cfg.Node, cfg.Registerer = p.nodes[0], p.reg
 	if mut != nil {
 		mut(&cfg)
 	}
 	if p.srv, err = New(cfg); err != nil {
-		cl.Close()
+		_ = cl.Close()
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -54,7 +54,7 @@ func startPort(t testing.TB, nodes int, mut func(*Config)) *port {
 		if err := <-p.done; !errors.Is(err, ErrServerClosed) {
 			t.Errorf("Serve: %v", err)
 		}
-		cl.Close()
+		_ = cl.Close()
 	})
 	return p
 }
@@ -219,5 +219,3 @@ func codeOfReply(t testing.TB, m wire.Message) wire.ClientCode {
 	}
 	return 0
 }
-
-var _ = dlm.ErrClosed

@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"github.com/seed-a6839e30/dlm/clientport"
-	"github.com/seed-a6839e30/dlm/internal/localcluster"
+	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/dlm/dlmtest"
 )
 
 // lockAgents are dlm nodes in this process, each with a client port on
 // loopback: what the lock command's processes connect to.
 type lockAgents struct {
-	nodes   localcluster.Cluster
+	nodes   []*dlm.Node
 	servers []*clientport.Server
 	addrs   []string
 }
@@ -32,13 +33,13 @@ func startLockAgents(t *testing.T, n int) *lockAgents {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nodes, err := localcluster.Start(ctx, n, nil)
+	cl, err := dlmtest.New(ctx, n, dlmtest.TCP())
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &lockAgents{nodes: nodes}
+	a := &lockAgents{nodes: cl.Nodes()}
 	var wg sync.WaitGroup
-	for _, nd := range nodes {
+	for _, nd := range a.nodes {
 		cfg := clientport.DefaultConfig()
 		cfg.Node, cfg.MinTTL = nd, 500*time.Millisecond
 		srv, err := clientport.New(cfg)
@@ -59,7 +60,7 @@ func startLockAgents(t *testing.T, n int) *lockAgents {
 			_ = s.Close()
 		}
 		wg.Wait()
-		nodes.Close()
+		_ = cl.Close()
 	})
 	return a
 }
