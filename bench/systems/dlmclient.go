@@ -32,8 +32,11 @@ type DLMClientConfig struct {
 	Agents int
 	// Lockspace is the lockspace every client uses.
 	Lockspace string
-	// Package is what go build builds the agent from.
-	Package string
+	// Module and Package are what go build builds the agent from: the
+	// package, in the library's module (this harness's replace directive
+	// names its directory), built there so that the library's own
+	// dependencies apply.
+	Module, Package string
 	// Args are added to every agent's command line.
 	Args []string
 }
@@ -41,12 +44,12 @@ type DLMClientConfig struct {
 // DefaultDLMClientConfig returns 3 agents built from this tree's
 // cmd/dlmnode and lockspace "bench".
 func DefaultDLMClientConfig() DLMClientConfig {
-	return DLMClientConfig{Agents: 3, Lockspace: "bench", Package: "github.com/seed-a6839e30/dlm/cmd/dlmnode"}
+	return DLMClientConfig{Agents: 3, Lockspace: "bench", Module: "github.com/seed-a6839e30/dlm", Package: "./cmd/dlmnode"}
 }
 
 // Validate reports the first problem with c.
 func (c DLMClientConfig) Validate() error {
-	if c.Agents < 1 || c.Lockspace == "" || c.Package == "" {
+	if c.Agents < 1 || c.Lockspace == "" || c.Module == "" || c.Package == "" {
 		return fmt.Errorf("systems: bad dlm-client config %+v", c)
 	}
 	return nil
@@ -104,8 +107,13 @@ func (d *DLMClient) Start(ctx context.Context) error {
 	if err != nil {
 		return lockbench.Unavailable("go not found: dlm-client builds its agents from this tree (go build " + d.cfg.Package + ")")
 	}
+	dir, err := exec.CommandContext(ctx, goBin, "list", "-m", "-f", "{{.Dir}}", d.cfg.Module).Output()
+	if err != nil || strings.TrimSpace(string(dir)) == "" {
+		return lockbench.Unavailable(fmt.Sprintf("go list -m %s: %v: dlm-client builds its agents from this tree", d.cfg.Module, err))
+	}
 	bin := filepath.Join(g.Dir, "dlmnode")
 	build := exec.CommandContext(ctx, goBin, "build", "-o", bin, d.cfg.Package)
+	build.Dir = strings.TrimSpace(string(dir))
 	if out, err := build.CombinedOutput(); err != nil {
 		return lockbench.Unavailable(fmt.Sprintf("go build %s: %v: %s", d.cfg.Package, err, strings.TrimSpace(string(out))))
 	}
