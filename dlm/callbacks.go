@@ -21,6 +21,7 @@ type dispatcher struct {
 type callback struct {
 	fn   func(modes.Mode)
 	mode modes.Mode
+	done *Lock // instead of fn: an asynchronous operation's end (lock_async.go)
 }
 
 func newDispatcher() *dispatcher {
@@ -28,8 +29,15 @@ func newDispatcher() *dispatcher {
 }
 
 func (d *dispatcher) push(fn func(modes.Mode), mode modes.Mode) {
+	d.add(callback{fn: fn, mode: mode})
+}
+
+// pushDone queues the end of lk's asynchronous operation.
+func (d *dispatcher) pushDone(lk *Lock) { d.add(callback{done: lk}) }
+
+func (d *dispatcher) add(cb callback) {
 	d.mu.Lock()
-	d.queue = append(d.queue, callback{fn, mode})
+	d.queue = append(d.queue, cb)
 	d.mu.Unlock()
 	select {
 	case d.wake <- struct{}{}:
@@ -47,7 +55,7 @@ func (d *dispatcher) run(stop <-chan struct{}) {
 		batch, d.queue = d.queue, batch[:0]
 		d.mu.Unlock()
 		for i, cb := range batch {
-			cb.fn(cb.mode)
+			cb.call()
 			batch[i] = callback{}
 		}
 		if len(batch) > 0 {
@@ -61,9 +69,17 @@ func (d *dispatcher) run(stop <-chan struct{}) {
 			d.queue = nil
 			d.mu.Unlock()
 			for _, cb := range rest {
-				cb.fn(cb.mode)
+				cb.call()
 			}
 			return
 		}
 	}
+}
+
+func (cb callback) call() {
+	if cb.done != nil {
+		cb.done.asyncDone()
+		return
+	}
+	cb.fn(cb.mode)
 }

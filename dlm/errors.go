@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/seed-a6839e30/dlm/lockapi"
 	"github.com/seed-a6839e30/dlm/master"
-	"github.com/seed-a6839e30/dlm/modes"
 )
 
-// Errors. Check them with errors.Is: most are wrapped with detail.
+// Errors. Check them with errors.Is: most are wrapped with detail. They are
+// lockapi's, which the client package returns too.
 var (
 	// ErrNotQueued: a TryLock (or a try-convert) could not be granted at
 	// once, and was not queued.
-	ErrNotQueued = errors.New("dlm: lock not available")
+	ErrNotQueued = lockapi.ErrNotQueued
 	// ErrDeadlock: the request would never be granted: a conversion
 	// deadlock on one resource (refused at once), or a cycle of owners
 	// waiting for each other across resources and nodes (found after
@@ -21,46 +22,46 @@ var (
 	// says which. The lock, if any, keeps the mode it had, and the owner's
 	// other locks stay granted. See "Deadlocks" in the package
 	// documentation.
-	ErrDeadlock = errors.New("dlm: deadlock")
+	ErrDeadlock = lockapi.ErrDeadlock
 	// ErrLockLost: the lock can no longer be trusted: its TTL ran out, its
 	// node lost contact with the cluster, or its master forgot it. Whatever
 	// it protected may now be held by someone else; fencing tokens tell.
-	ErrLockLost = errors.New("dlm: lock lost")
+	ErrLockLost = lockapi.ErrLockLost
 	// ErrNoQuorum: this node cannot reach a majority of the cluster, so it
 	// grants nothing and reports held locks lost. A new request waits for
 	// quorum to return; it gets ErrNoQuorum with FailFast, or together with
 	// ErrTimeout or ErrCancelled when its context ends first.
-	ErrNoQuorum = errors.New("dlm: no quorum")
+	ErrNoQuorum = lockapi.ErrNoQuorum
 	// ErrClosed: the node, or the lock, has been closed or released.
-	ErrClosed = errors.New("dlm: closed")
+	ErrClosed = lockapi.ErrClosed
 	// ErrNotHeld: an operation on a lock that was already unlocked (a double
 	// unlock) or never granted.
-	ErrNotHeld = errors.New("dlm: lock not held")
+	ErrNotHeld = lockapi.ErrNotHeld
 	// ErrBusy: another operation on the same lock is still in progress.
-	ErrBusy = errors.New("dlm: lock busy with another operation")
+	ErrBusy = lockapi.ErrBusy
 	// ErrInvalidMode: a mode outside NL..EX. It wraps modes.ErrInvalidMode.
-	ErrInvalidMode = fmt.Errorf("dlm: %w", modes.ErrInvalidMode)
+	ErrInvalidMode = lockapi.ErrInvalidMode
 	// ErrInvalidName: an empty resource or lockspace name, or one longer
 	// than its limit (LockspaceConfig.MaxNameLen for resources).
-	ErrInvalidName = errors.New("dlm: invalid name")
+	ErrInvalidName = lockapi.ErrInvalidName
 	// ErrInvalidArgument: an option or argument that makes no sense (a
 	// negative TTL, Expedite on a mode other than NL or with TryLock, ...).
-	ErrInvalidArgument = errors.New("dlm: invalid argument")
+	ErrInvalidArgument = lockapi.ErrInvalidArgument
 	// ErrLimit: a configured limit would be exceeded: locks per node,
 	// locks per node in a lockspace, waiters per resource, value block
 	// size. Nothing was queued. (A name over its limit is ErrInvalidName.)
-	ErrLimit = errors.New("dlm: limit exceeded")
+	ErrLimit = lockapi.ErrLimit
 	// ErrUnavailable: the resource's master cannot be reached right now.
-	ErrUnavailable = errors.New("dlm: master unavailable")
+	ErrUnavailable = lockapi.ErrUnavailable
 	// ErrReentrantMode: a reentrant owner asked again for a resource it
 	// already holds in a weaker mode; convert the lock instead.
-	ErrReentrantMode = errors.New("dlm: owner holds the resource in a weaker mode")
+	ErrReentrantMode = lockapi.ErrReentrantMode
 	// ErrTimeout: a request waited past its deadline. It also matches
 	// context.DeadlineExceeded when the deadline came from the context.
-	ErrTimeout = errors.New("dlm: timed out")
+	ErrTimeout = lockapi.ErrTimeout
 	// ErrCancelled: the request was cancelled. It also matches
 	// context.Canceled when the context was cancelled.
-	ErrCancelled = errors.New("dlm: cancelled")
+	ErrCancelled = lockapi.ErrCancelled
 	// ErrWrongKind: a lock was asked for on a resource that is a semaphore
 	// (permits are held on it), or permits on a resource that has locks: a
 	// name is one or the other while it is in use.

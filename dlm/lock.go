@@ -87,6 +87,11 @@ type Lock struct {
 	reportedAt uint64
 	lease      *time.Timer
 	leaseEnds  time.Time
+	session    *Session // nil: the lock is in no session (InSession)
+	// onDone is the callback of the operation in flight when it was
+	// started by LockAsync or ConvertAsync (lock_async.go). Guarded by
+	// sh.mu.
+	onDone func(*Lock, error)
 	// heldSince is when the lock was first granted (Node.sinceStart, 0:
 	// not granted, or the hold already observed), for
 	// dlm_lock_held_seconds.

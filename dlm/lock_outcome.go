@@ -92,6 +92,9 @@ func (lk *Lock) forgetLocked(sh *shard) {
 	if _, ok := sh.locks[lk.id]; ok {
 		delete(sh.locks, lk.id)
 		lk.ls.node.nlocks.Add(-1)
+		if lk.session != nil {
+			lk.session.remove(lk)
+		}
 	}
 	lk.observeHeld()
 	lk.cancelContexts(errUnlocked)
@@ -138,6 +141,9 @@ func (lk *Lock) loseLocked(why error) {
 	lk.observeHeld()
 	lk.cancelContexts(why)
 	lk.ls.node.met.lost.Inc()
+	if lk.session != nil {
+		lk.session.lockLost(lk, why)
+	}
 }
 
 // closeLocked settles the lock as its node closes. Caller holds sh.mu.

@@ -52,18 +52,32 @@ func (ls *Lockspace) acquire(ctx context.Context, resource string, mode modes.Mo
 }
 
 func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes.Mode, o lockOpts) (*Lock, error) {
-	n := ls.node
-	h := resourceHash(ls.seed, resource)
-	if err := n.waitFor(ctx, h); err != nil {
+	if err := ls.node.waitFor(ctx, resourceHash(ls.seed, resource)); err != nil {
 		return nil, err
 	}
+	lk, pending, err := ls.startNew(ctx, resource, mode, o, nil)
+	if err != nil || !pending {
+		return lk, err
+	}
+	if err := lk.wait(ctx); err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
+// startNew makes the lock and sends its request. It returns it granted,
+// or pending (the answer comes later: wait for it, or onDone, if not nil,
+// is called with it; see LockAsync), or the error that refused it at once.
+func (ls *Lockspace) startNew(ctx context.Context, resource string, mode modes.Mode, o lockOpts, onDone func(*Lock, error)) (*Lock, bool, error) {
+	n := ls.node
 	if max := n.cfg.MaxLocks; max > 0 && n.nlocks.Add(1) > int64(max) {
 		n.nlocks.Add(-1)
 		n.met.limits.WithLabelValues("locks_per_node").Inc()
-		return nil, fmt.Errorf("%w: this node holds %d locks", ErrLimit, max)
+		return nil, false, fmt.Errorf("%w: this node holds %d locks", ErrLimit, max)
 	} else if max <= 0 {
 		n.nlocks.Add(1)
 	}
+	h := resourceHash(ls.seed, resource)
 	sh := ls.shardOf(h)
 	lk := &Lock{
 		ls: ls, sh: sh, id: n.newLockID(sh, h), resource: resource, owner: o.owner,
@@ -76,24 +90,26 @@ func (ls *Lockspace) acquireNew(ctx context.Context, resource string, mode modes
 	if o.owner != nil {
 		lk.ownerID = o.owner.id
 	}
+	if err := lk.joinSession(o.session); err != nil {
+		n.nlocks.Add(-1)
+		return nil, false, err
+	}
 	sh.mu.Lock()
 	sh.locks[lk.id] = lk
 	if err := lk.startRequest(ctx, o); err != nil {
 		lk.forgetLocked(sh)
 		sh.mu.Unlock()
-		return nil, err
+		return nil, false, err
 	}
 	if lk.state == stGranted {
 		mode := lk.mode
 		sh.mu.Unlock()
 		lk.observeGrant(mode)
-		return lk, nil
+		return lk, false, nil
 	}
+	lk.onDone = onDone
 	sh.mu.Unlock()
-	if err := lk.wait(ctx); err != nil {
-		return nil, err
-	}
-	return lk, nil
+	return lk, true, nil
 }
 
 // startRequest sends the first request to the master (or runs it on the
@@ -119,7 +135,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 	if lk.local() {
 		res, err := lk.ls.tableRequest(lk.sh, master.Request{
 			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
-			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.ttl),
+			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.masterTTL()),
 			Permits: lk.semPermits(), Count: lk.semCount(),
 		})
 		if err != nil {
@@ -180,7 +196,7 @@ func (lk *Lock) sendPending(p *pendingReq) {
 		sh.req = wire.LockRequest{
 			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
 			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags),
-			Timeout: int64(timeout), TTL: int64(lk.ttl),
+			Timeout: int64(timeout), TTL: int64(lk.masterTTL()),
 		}
 		m = &sh.req
 	}
@@ -292,11 +308,22 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	if err := lk.ls.node.waitFor(ctx, lk.hash); err != nil {
 		return err
 	}
+	pending, err := lk.startConvert(ctx, mode, o, nil)
+	if err != nil || !pending {
+		return err
+	}
+	return lk.wait(ctx)
+}
+
+// startConvert sends the conversion. It returns whether it is pending (its
+// answer comes later: wait for it, or onDone, if not nil, is called with
+// it; see ConvertAsync), or the error that refused it at once.
+func (lk *Lock) startConvert(ctx context.Context, mode modes.Mode, o lockOpts, onDone func(*Lock, error)) (bool, error) {
 	sh := lk.sh
 	sh.mu.Lock()
 	if err := lk.checkHeld(); err != nil {
 		sh.mu.Unlock()
-		return err
+		return false, err
 	}
 	op, val := lk.valueToWrite(lk.mode, mode)
 	lk.keepWrittenValue(op, val)
@@ -326,10 +353,11 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	}
 	if err != nil || lk.state == stGranted {
 		sh.mu.Unlock()
-		return err
+		return false, err
 	}
+	lk.onDone = onDone
 	sh.mu.Unlock()
-	return lk.wait(ctx)
+	return true, nil
 }
 
 func (lk *Lock) convertLocal(o lockOpts, op wire.LVBOp, val []byte, timeout time.Duration) error {

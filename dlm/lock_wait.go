@@ -146,6 +146,9 @@ func (lk *Lock) signalDone() {
 	lk.answered.Store(true)
 	signal(lk.done)
 	lk.lender.Load().Interrupt() // after answered: the reader looks at it
+	if lk.onDone != nil {
+		lk.ls.node.callbacks.pushDone(lk)
+	}
 }
 
 // beginOp readies the lock for an operation about to start: not answered,

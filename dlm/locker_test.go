@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seed-a6839e30/dlm/internal/forever"
+	"github.com/seed-a6839e30/dlm/lockapi"
 )
 
 func TestMutex(t *testing.T) {
@@ -68,7 +71,9 @@ func TestMutexClosedNode(t *testing.T) {
 		}
 		never := make(chan struct{})
 		returned := make(chan bool, 1)
-		go func() { returned <- lockForever(m.ls, m.resource, m.LockContext, never) }()
+		go func() {
+			returned <- forever.Lock(func(ctx context.Context) error { return m.LockContext(ctx) }, lockapi.Incurable, nil, never)
+		}()
 		time.Sleep(10 * time.Second)
 		select {
 		case got := <-returned:

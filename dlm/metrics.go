@@ -113,7 +113,9 @@ type metrics struct {
 	heldPermits prometheus.Observer
 	// contended counts, per lockspace, the requests and conversions this
 	// node's tables queued because they could not be granted at once.
-	contended *prometheus.CounterVec
+	contended       *prometheus.CounterVec
+	sessions        prometheus.Gauge   // live sessions (session.go)
+	sessionsExpired prometheus.Counter // sessions whose lease ran out
 }
 
 func newMetrics(n *Node) (*metrics, error) {
@@ -158,6 +160,12 @@ func newMetrics(n *Node) (*metrics, error) {
 	m.moving = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dlm_recovery_moving_buckets", Help: "Buckets (of 4096) the recovery under way rebuilds at new masters: operations on them wait for its end; 0 between recoveries.",
 	})
+	m.sessions = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dlm_sessions", Help: "Sessions alive on this node.",
+	})
+	m.sessionsExpired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dlm_sessions_expired_total", Help: "Sessions whose lease ran out before a renewal; their locks were lost and released.",
+	})
 	clientLocks := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "dlm_client_locks", Help: "Locks this node holds or waits for.",
 	}, func() float64 { return float64(n.nlocks.Load()) })
@@ -199,7 +207,7 @@ func newMetrics(n *Node) (*metrics, error) {
 	}
 	var err error
 	if m.group, err = promreg.Register(n.cfg.Registerer, req, wait, m.blocking, deadlocks, cache, m.limits, m.lost, m.rebuilt, m.purged, m.lostInRecovery, m.moving, clientLocks, mastered,
-		permits, held, heldPermits, m.contended); err != nil {
+		permits, held, heldPermits, m.contended, m.sessions, m.sessionsExpired); err != nil {
 		return nil, err
 	}
 	return m, nil

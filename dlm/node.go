@@ -63,6 +63,7 @@ type Node struct {
 	callbacks *dispatcher
 	deadlocks *deadlocks // detection across resources and nodes; see deadlock.go
 	history   history    // recent recoveries and deadlocks, for Status; see status.go
+	sessions  sessions   // see session.go
 
 	knobs testKnobs // test-only seams; see knobs.go
 }
@@ -454,6 +455,7 @@ func (n *Node) Halt() {
 func (n *Node) shutdown() {
 	n.closed.Store(true)
 	n.gate.close()
+	n.sessions.stopAll()
 	var errs []error
 	if n.rec != nil {
 		n.rec.Close()

@@ -21,6 +21,7 @@ type lockOpts struct {
 	// permits and count make the request one for count permits of a
 	// semaphore of permits (Semaphore.Acquire); zero for a lock.
 	permits, count uint32
+	session        *Session
 }
 
 // WithOwner makes the lock part of an owner: a transaction or process whose

@@ -495,7 +495,7 @@ func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
 	lk.unsent = nil
 	rl := wire.ReportedLock{
 		Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID),
-		Granted: lk.mode, Requested: lk.mode, Token: lk.token, TTL: int64(lk.ttl),
+		Granted: lk.mode, Requested: lk.mode, Token: lk.token, TTL: int64(lk.masterTTL()),
 	}
 	switch lk.state {
 	case stWaiting:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/seed-a6839e30/dlm/internal/forever"
+	"github.com/seed-a6839e30/dlm/lockapi"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -60,7 +62,9 @@ func (m *RWMutex) RLockContext(ctx context.Context, opts ...LockOption) error {
 }
 
 // RLock takes a read lock, waiting as long as it takes.
-func (m *RWMutex) RLock() { lockForever(m.ls, m.resource, m.RLockContext, nil) }
+func (m *RWMutex) RLock() {
+	forever.Lock(func(ctx context.Context) error { return m.RLockContext(ctx) }, lockapi.Incurable, m.stuck, nil)
+}
 
 // TryRLock takes a read lock if it can at once, and reports whether it did.
 func (m *RWMutex) TryRLock() bool {
@@ -103,7 +107,14 @@ func (m *RWMutex) LockContext(ctx context.Context, opts ...LockOption) error {
 }
 
 // Lock takes the write lock, waiting as long as it takes.
-func (m *RWMutex) Lock() { lockForever(m.ls, m.resource, m.LockContext, nil) }
+func (m *RWMutex) Lock() {
+	forever.Lock(func(ctx context.Context) error { return m.LockContext(ctx) }, lockapi.Incurable, m.stuck, nil)
+}
+
+func (m *RWMutex) stuck(err error) {
+	m.ls.node.log.Error("an RWMutex's Lock or RLock can never be granted and waits forever; use LockContext or RLockContext",
+		"lockspace", m.ls.name, "resource", m.resource, "err", err)
+}
 
 // TryLock takes the write lock if it can at once, and reports whether it
 // did.

@@ -122,8 +122,13 @@ func (c *deadlineConn) expired() bool {
 }
 
 func newFrameReader(c net.Conn, idle time.Duration, l *wire.Limits) *frameReader {
+	return newFrameReaderSize(c, idle, l, readBufferSize)
+}
+
+// newFrameReaderSize is newFrameReader with a buffer of size bytes.
+func newFrameReaderSize(c net.Conn, idle time.Duration, l *wire.Limits, size int) *frameReader {
 	r := &frameReader{dc: deadlineConn{Conn: c, idle: idle, base: time.Now()}, limits: l}
-	r.br = bufio.NewReaderSize(&r.dc, readBufferSize)
+	r.br = bufio.NewReaderSize(&r.dc, size)
 	return r
 }
 
@@ -180,13 +185,13 @@ func (r *frameReader) next() ([]byte, error) {
 
 // readLarge reads a frame bigger than the buffer into scratch, growing it
 // only as bytes actually arrive: a peer that declares 1 MiB and sends 10
-// bytes costs at most 64 KiB more than it sent.
+// bytes costs at most a buffer's size (64 KiB for a link) more than it sent.
 func (r *frameReader) readLarge(n int) ([]byte, error) {
 	r.dc.large = true
 	defer func() { r.dc.large = false }()
 	buf := r.scratch[:0]
 	for len(buf) < n {
-		chunk := min(n-len(buf), readBufferSize)
+		chunk := min(n-len(buf), r.br.Size())
 		if cap(buf)-len(buf) < chunk {
 			buf = append(buf, make([]byte, chunk)...)[:len(buf)]
 		}
@@ -196,7 +201,7 @@ func (r *frameReader) readLarge(n int) ([]byte, error) {
 			return nil, endErr(1, err)
 		}
 	}
-	if cap(buf) <= 4*readBufferSize {
+	if cap(buf) <= 4*r.br.Size() {
 		r.scratch = buf // keep moderate buffers; let a rare huge one go
 	}
 	return buf, nil

@@ -563,7 +563,8 @@ func TestAgentTokenProcess(t *testing.T) {
 }
 
 // TestClusterCommand: dlmnode cluster starts three agents, prints their
-// admin URLs, and stops them all on SIGINT (each leaves cleanly).
+// admin URLs and client ports (each lends a lock to dlmnode lock), and
+// stops them all on SIGINT (each leaves cleanly).
 func TestClusterCommand(t *testing.T) {
 	bin := dlmnodeBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -579,10 +580,10 @@ func TestClusterCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	row := regexp.MustCompile(`^(node\d)\s+(\d+)\s+(http://127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)$`)
+	row := regexp.MustCompile(`^(node\d)\s+(\d+)\s+(http://127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)$`)
 	type agentRow struct {
-		name, admin string
-		pid         int
+		name, admin, client string
+		pid                 int
 	}
 	var rows []agentRow
 	lines := make(chan string)
@@ -603,7 +604,7 @@ func TestClusterCommand(t *testing.T) {
 			out.WriteString(line + "\n")
 			if m := row.FindStringSubmatch(line); m != nil {
 				pid, _ := strconv.Atoi(m[2])
-				rows = append(rows, agentRow{m[1], m[3], pid})
+				rows = append(rows, agentRow{m[1], m[3], m[4], pid})
 			}
 			done = strings.Contains(line, "Ctrl-C stops them all")
 		case <-ctx.Done():
@@ -626,6 +627,13 @@ func TestClusterCommand(t *testing.T) {
 	for _, n := range cs.Nodes {
 		if n.Status == nil || n.Status.State != dlm.StateServing {
 			t.Errorf("%s: %+v", n.Node, n)
+		}
+	}
+	// Each agent's client port, as printed, takes locks from a shell.
+	for _, r := range rows {
+		out := runDlmnode(t, 0, "lock", "--addr", r.client, "cluster-test", "--", "sh", "-c", `echo "token=$DLM_TOKEN"`)
+		if !strings.Contains(out, "token=") || strings.Contains(out, "token=\n") {
+			t.Errorf("dlmnode lock through %s: %q", r.client, out)
 		}
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {

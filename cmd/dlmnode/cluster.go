@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -117,9 +118,11 @@ flags:
 func printCluster(w io.Writer, c *localCluster, dir string) {
 	fmt.Fprintf(w, "dlmnode cluster: %d agents serving on loopback; logs in %s\n\n", len(c.procs), dir)
 	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(t, "NAME\tPID\tADMIN\tGOSSIP\tLINK")
+	fmt.Fprintln(t, "NAME\tPID\tADMIN\tCLIENTS\tGOSSIP\tLINK")
+	var clients []string
 	for _, p := range c.procs {
-		fmt.Fprintf(t, "%s\t%d\t%s\t%s\t%s\n", p.name, p.cmd.Process.Pid, p.AdminURL(), p.gossip, p.link)
+		fmt.Fprintf(t, "%s\t%d\t%s\t%s\t%s\t%s\n", p.name, p.cmd.Process.Pid, p.AdminURL(), p.client, p.gossip, p.link)
+		clients = append(clients, p.client)
 	}
 	t.Flush()
 	first := c.procs[0]
@@ -127,7 +130,8 @@ func printCluster(w io.Writer, c *localCluster, dir string) {
 Try:
   dlmnode status --admin %[1]s --cluster
   dlmnode lockdump --admin %[1]s --cluster
+  dlmnode lock --addr %[2]s my-resource -- sh -c 'echo token $DLM_TOKEN'
   a browser on %[1]s/
 Ctrl-C stops them all.
-`, first.AdminURL())
+`, first.AdminURL(), strings.Join(clients, ","))
 }

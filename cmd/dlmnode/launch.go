@@ -28,13 +28,13 @@ type localCluster struct {
 
 // agentProc is one agent process and its addresses.
 type agentProc struct {
-	name                string
-	gossip, link, admin string // host:port
-	args                []string
-	logPath             string
-	cmd                 *exec.Cmd
-	exited              chan struct{} // closed when the process has exited
-	exitErr             error         // set before exited closes
+	name                        string
+	gossip, link, admin, client string // host:port
+	args                        []string
+	logPath                     string
+	cmd                         *exec.Cmd
+	exited                      chan struct{} // closed when the process has exited
+	exitErr                     error         // set before exited closes
 }
 
 // AdminURL is the agent's admin base URL.
@@ -86,7 +86,11 @@ func (c *localCluster) launch(ctx context.Context, spec clusterSpec) error {
 		if err != nil {
 			return err
 		}
-		c.procs = append(c.procs, &agentProc{name: name, gossip: gossip, link: link, admin: admin})
+		clientAddr, err := freeAddr(false)
+		if err != nil {
+			return err
+		}
+		c.procs = append(c.procs, &agentProc{name: name, gossip: gossip, link: link, admin: admin, client: clientAddr})
 	}
 	seeds := append([]string{}, spec.seeds...)
 	for _, p := range c.procs {
@@ -95,7 +99,7 @@ func (c *localCluster) launch(ctx context.Context, spec clusterSpec) error {
 	for _, p := range c.procs {
 		p.args = []string{"agent",
 			"--name", p.name, "--members", strings.Join(spec.members, ","), "--seeds", strings.Join(seeds, ","),
-			"--gossip-addr", p.gossip, "--link-addr", p.link, "--admin-addr", p.admin,
+			"--gossip-addr", p.gossip, "--link-addr", p.link, "--admin-addr", p.admin, "--client-addr", p.client,
 		}
 		if spec.extra != nil {
 			p.args = append(p.args, spec.extra(p)...)

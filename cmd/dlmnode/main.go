@@ -6,6 +6,7 @@
 //	dlmnode lockdump [flags]   the locks a node (or every node) masters
 //	dlmnode certs ca|node|client [flags]   make a cluster's CA and its certificates
 //	dlmnode demo [flags]       start a local cluster and run the coupon scenario
+//	dlmnode lock [flags] RESOURCE -- COMMAND [ARGS]   run COMMAND holding a lock
 //
 // Run "dlmnode <command> -h" for a command's flags; docs/operations.md is
 // the operator's guide.
@@ -45,6 +46,8 @@ commands:
   demo      start a local cluster over loopback TCP and run the coupon
             scenario: first-come coupons issued under an EX lock into a store
             that refuses stale fencing tokens
+  lock      run a command while holding a lock, like flock(1), through an
+            agent's client port: dlmnode lock [flags] RESOURCE -- COMMAND
 
 Run "dlmnode <command> -h" for a command's flags.
 `
@@ -72,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		return exitCode(stderr, "demo", demoMain(ctx, args[1:], stdout, stderr))
+	case "lock":
+		return lockMain(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

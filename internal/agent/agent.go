@@ -18,16 +18,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/seed-a6839e30/dlm/clientport"
 	"github.com/seed-a6839e30/dlm/dlm"
 	"github.com/seed-a6839e30/dlm/internal/seam"
 )
 
 // Agent is one node of a cluster run as a process: the dlm node and the
-// servers beside it, each on a listener of its own. Today that is the
-// admin HTTP server; a client port mounts the same way (see listen and
-// serve): bind its listener in listen, so that a taken port is a usage
-// error before the node joins, and start its server in serve once the
-// node serves.
+// servers beside it, each on a listener of its own: the admin HTTP server
+// and the client port. Their listeners are bound in Listen, so that a
+// taken port is a usage error before the node joins; the client port
+// serves once the node does, and closes first when the agent leaves (its
+// sessions end, their locks released, before the node leaves).
 type Agent struct {
 	cfg Config
 	set settings
@@ -36,6 +37,7 @@ type Agent struct {
 
 	admin     net.Listener
 	adminHTTP *http.Server
+	client    net.Listener             // nil: no client port
 	node      atomic.Pointer[dlm.Node] // nil until the node serves
 	gather    *gatherer
 }
@@ -116,15 +118,39 @@ func (a *Agent) Listen() error {
 		a.set.adminAdvertise = net.JoinHostPort(host, got)
 		a.set.node.Tags = map[string]string{AdminTag: "http://" + a.set.adminAdvertise}
 	}
+	if a.set.client != nil {
+		cl, err := net.Listen("tcp", a.cfg.ClientAddr)
+		if err != nil {
+			_ = ln.Close()
+			return usageError("--client-addr %s: %v", a.cfg.ClientAddr, bindCause(err))
+		}
+		a.client = cl
+	}
 	if err := probe("--link-addr", a.set.node.LinkAddr, false); err != nil {
-		_ = ln.Close()
+		a.closeListeners()
 		return err
 	}
 	if err := probe("--gossip-addr", a.set.node.GossipAddr, true); err != nil {
-		_ = ln.Close()
+		a.closeListeners()
 		return err
 	}
 	return nil
+}
+
+func (a *Agent) closeListeners() {
+	_ = a.admin.Close()
+	if a.client != nil {
+		_ = a.client.Close()
+	}
+}
+
+// ClientAddr returns the address the client port listens on (after
+// Listen), "" if it is off.
+func (a *Agent) ClientAddr() string {
+	if a.client == nil {
+		return ""
+	}
+	return a.client.Addr().String()
 }
 
 // probe binds addr (TCP, and UDP if udp) and lets it go again.
@@ -231,7 +257,6 @@ func (a *Agent) serve(ctx context.Context) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- a.adminHTTP.Serve(a.admin) }()
 	a.log.Info("admin server listening", "addr", a.AdminAddr(), "advertised", a.set.node.Tags[AdminTag], "token", a.set.token != "")
-	// A client port's server would start here too, once the node serves.
 
 	if a.set.creds != nil && a.cfg.TLSReloadInterval > 0 {
 		watchCtx, stopWatch := context.WithCancel(ctx)
@@ -249,6 +274,9 @@ func (a *Agent) serve(ctx context.Context) error {
 	}
 	node, err := dlm.Start(startCtx, cfg)
 	if err != nil {
+		if a.client != nil {
+			_ = a.client.Close()
+		}
 		a.stopHTTP()
 		<-httpDone
 		switch {
@@ -266,19 +294,60 @@ func (a *Agent) serve(ctx context.Context) error {
 	a.node.Store(node)
 	st := node.Status()
 	a.log.Info("serving", "epoch", st.Epoch, "members", cfg.Members)
+	clients, clientDone, err := a.serveClients(node)
+	if err != nil {
+		_ = node.Close()
+		a.stopHTTP()
+		<-httpDone
+		return err
+	}
 
 	select {
 	case <-ctx.Done():
 	case err := <-httpDone:
+		a.stopClients(clients, clientDone)
 		_ = node.Close()
 		return fmt.Errorf("admin server: %w", err)
+	case err := <-clientDone:
+		_ = node.Close()
+		a.stopHTTP()
+		<-httpDone
+		return fmt.Errorf("client port: %w", err)
 	}
 	start := time.Now()
-	err = node.Close() // releases this node's locks, then leaves
+	a.stopClients(clients, clientDone) // ends the client sessions, releasing their locks
+	err = node.Close()                 // releases this node's locks, then leaves
 	a.log.Info("left the cluster", "took", time.Since(start).Round(time.Millisecond))
 	a.stopHTTP()
 	<-httpDone
 	return err
+}
+
+// serveClients starts the client port, if there is one.
+func (a *Agent) serveClients(node *dlm.Node) (*clientport.Server, chan error, error) {
+	done := make(chan error, 1)
+	if a.client == nil {
+		return nil, done, nil
+	}
+	cfg := *a.set.client
+	cfg.Node, cfg.Logger, cfg.Registerer = node, a.log, a.reg
+	srv, err := clientport.New(cfg)
+	if err != nil {
+		_ = a.client.Close()
+		return nil, nil, fmt.Errorf("client port: %w", err)
+	}
+	go func() { done <- srv.Serve(a.client) }()
+	a.log.Info("client port listening", "addr", a.ClientAddr(), "token", cfg.Token != "", "tls", cfg.TLS != nil)
+	return srv, done, nil
+}
+
+// stopClients closes the client port and waits for it.
+func (a *Agent) stopClients(srv *clientport.Server, done chan error) {
+	if srv == nil {
+		return
+	}
+	_ = srv.Close()
+	<-done
 }
 
 func (a *Agent) stopHTTP() {

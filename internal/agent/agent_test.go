@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/client"
 	"github.com/seed-a6839e30/dlm/dlm"
 	"github.com/seed-a6839e30/dlm/internal/leakcheck"
 	"github.com/seed-a6839e30/dlm/modes"
@@ -93,7 +94,7 @@ func TestUntilSignals(t *testing.T) {
 func runAgent(t *testing.T, extra ...string) (*Agent, func()) {
 	t.Helper()
 	args := append([]string{"--name", "solo", "--members", "solo",
-		"--gossip-addr", "127.0.0.1:0", "--link-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, extra...)
+		"--gossip-addr", "127.0.0.1:0", "--link-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--client-addr", "127.0.0.1:0"}, extra...)
 	cfg, err := Parse(args, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -267,5 +268,38 @@ func TestAdminToken(t *testing.T) {
 	cookie := http.Header{"Cookie": {resp.Cookies()[0].String()}}
 	if code, body := get(t, base+"/?fragment=1", cookie); code != http.StatusOK || !strings.Contains(body, "solo") {
 		t.Errorf("page with the login cookie: %d", code)
+	}
+}
+
+// TestClientPort: the agent's client port serves clients once the node
+// does, with its token; a client without it is refused; the agent's leave
+// ends the sessions first, releasing their locks.
+func TestClientPort(t *testing.T) {
+	token := writeFile(t, "client-token", "s3cret\n")
+	a, stop := runAgent(t, "--client-token-file", token)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := client.Dial(ctx, a.ClientAddr()); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("a client without the token: %v", err)
+	}
+	cfg := client.DefaultConfig()
+	cfg.Addrs, cfg.Token = []string{a.ClientAddr()}, "s3cret"
+	c, err := client.DialConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lk, err := c.Lockspace("ls").Lock(ctx, "r", modes.EX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Node() != "solo" || lk.Token() == 0 {
+		t.Fatalf("node %q, token %d", c.Node(), lk.Token())
+	}
+	stop()
+	select {
+	case <-lk.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client's lock outlived its agent")
 	}
 }

@@ -17,8 +17,10 @@ import (
 	"github.com/peterbourgon/ff/v4"
 	"github.com/peterbourgon/ff/v4/fftoml"
 
+	"github.com/seed-a6839e30/dlm/clientport"
 	"github.com/seed-a6839e30/dlm/dlm"
 	"github.com/seed-a6839e30/dlm/transport"
+	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
 // Config is what an agent runs with: its flags, the DLM_* environment
@@ -56,6 +58,27 @@ type Config struct {
 	// only to loopback unless AdminInsecure says otherwise.
 	AdminTokenFile string
 	AdminInsecure  bool
+
+	// ClientAddr is where the client port binds: programs that run no node
+	// lock through it (package client, dlmnode lock; docs/protocol.md).
+	// Default 127.0.0.1:7949; empty turns it off.
+	ClientAddr string
+	// ClientTokenFile holds a token every client must present. Without it
+	// (or ClientTLS), the client port binds only to loopback unless
+	// ClientInsecure says otherwise.
+	ClientTokenFile string
+	// ClientTLS turns on mutual TLS on the client port with the cluster's
+	// certificates (TLSCertFile, TLSKeyFile, TLSCAFile): clients present a
+	// certificate the cluster's CA signed.
+	ClientTLS      bool
+	ClientInsecure bool
+	// ClientMaxConnections, ClientMaxLocks, ClientMaxPending and
+	// ClientSessionTTL: see clientport.Config (MaxConnections, MaxLocks per
+	// session, MaxPending per session, DefaultTTL).
+	ClientMaxConnections int
+	ClientMaxLocks       int
+	ClientMaxPending     int
+	ClientSessionTTL     time.Duration
 
 	// GossipKeyFile holds the gossip encryption key: 16, 24 or 32 bytes,
 	// raw or base64.
@@ -97,27 +120,34 @@ type Config struct {
 	UnsafeNoLockDelay bool
 }
 
-// Default ports: gossip, links and admin, consecutive so that a firewall
-// rule covers them with one range.
+// Default ports: gossip, links, admin and clients, consecutive so that a
+// firewall rule covers them with one range.
 const (
 	DefaultGossipPort = 7946
 	DefaultLinkPort   = 7947
 	DefaultAdminPort  = 7948
+	DefaultClientPort = 7949
 )
 
 // DefaultConfig returns the defaults documented on Config's fields.
 func DefaultConfig() Config {
 	d := dlm.DefaultConfig()
+	cp := clientport.DefaultConfig()
 	return Config{
-		ClusterID:    d.ClusterID,
-		GossipAddr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultGossipPort)),
-		LinkAddr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultLinkPort)),
-		AdminAddr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultAdminPort)),
-		Lease:        d.Lease,
-		Heartbeat:    d.HeartbeatInterval,
-		DeadlockWait: d.DeadlockWait,
-		LogLevel:     "info",
-		LogFormat:    "text",
+		ClusterID:            d.ClusterID,
+		GossipAddr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultGossipPort)),
+		LinkAddr:             net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultLinkPort)),
+		AdminAddr:            net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultAdminPort)),
+		ClientAddr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultClientPort)),
+		ClientMaxConnections: cp.MaxConnections,
+		ClientMaxLocks:       cp.MaxLocks,
+		ClientMaxPending:     cp.MaxPending,
+		ClientSessionTTL:     cp.DefaultTTL,
+		Lease:                d.Lease,
+		Heartbeat:            d.HeartbeatInterval,
+		DeadlockWait:         d.DeadlockWait,
+		LogLevel:             "info",
+		LogFormat:            "text",
 
 		TLSReloadInterval: time.Minute,
 	}
@@ -138,12 +168,15 @@ const usageHeader = `usage: dlmnode agent [flags]
 Runs one node of a dlm cluster: it joins the members through the seeds,
 masters its share of the resources, and serves the admin HTTP endpoints
 (/metrics, /healthz, /readyz, /debug/pprof/, /v1/status, /v1/locks and a
-page at /). SIGINT or SIGTERM releases its locks and leaves the cluster; a
+page at /), and a client port for programs that run no node (package
+client, dlmnode lock; docs/protocol.md). SIGINT or SIGTERM ends the
+client sessions, releases this node's locks and leaves the cluster; a
 second signal exits at once. SIGHUP reloads the TLS certificate, key and
 CAs: new connections use them, established ones keep theirs.
 
-Off loopback, the links need TLS (--tls-*-file) and gossip a key
-(--gossip-key-file), or --insecure; dlmnode certs makes all of them.
+Off loopback, the links and the client port need TLS (--tls-*-file) and
+gossip a key (--gossip-key-file), or --insecure; dlmnode certs makes all
+of them.
 
 Every flag can also be set by an environment variable, DLM_ and the flag's
 name in capitals with dashes as underscores (DLM_NAME, DLM_MEMBERS,
@@ -171,6 +204,14 @@ func (c *Config) flagSet(out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.AdminAdvertise, "admin-advertise", c.AdminAdvertise, "the admin address (host:port) other agents are told, for ?cluster=true")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the bearer token every admin endpoint but /healthz and /readyz requires")
 	fs.BoolVar(&c.AdminInsecure, "admin-insecure", c.AdminInsecure, "allow the admin server on a non-loopback address without a token")
+	fs.StringVar(&c.ClientAddr, "client-addr", c.ClientAddr, `where the client port binds (package client, dlmnode lock); "" turns it off`)
+	fs.StringVar(&c.ClientTokenFile, "client-token-file", c.ClientTokenFile, "file holding the token every client must present")
+	fs.BoolVar(&c.ClientTLS, "client-tls", c.ClientTLS, "mutual TLS on the client port with the cluster's certificates (--tls-*): clients present a certificate the cluster's CA signed")
+	fs.BoolVar(&c.ClientInsecure, "client-insecure", c.ClientInsecure, "allow the client port on a non-loopback address without a token or TLS")
+	fs.IntVar(&c.ClientMaxConnections, "client-max-connections", c.ClientMaxConnections, "client connections this agent serves at most")
+	fs.IntVar(&c.ClientMaxLocks, "client-max-locks", c.ClientMaxLocks, "locks a client session may hold or wait for")
+	fs.IntVar(&c.ClientMaxPending, "client-max-pending", c.ClientMaxPending, "requests a client session may have waiting at once")
+	fs.Var((*durationValue)(&c.ClientSessionTTL), "client-session-ttl", "how long a client's session (and its locks) outlives a client that stopped keeping it alive, unless the client asks for another TTL")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", c.GossipKeyFile, "file holding the gossip encryption key: 16, 24 or 32 bytes, raw or base64")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "PEM certificate of this node, for mutual TLS on the lock links")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "PEM private key of --tls-cert-file")
@@ -250,7 +291,8 @@ func (c *Config) Validate() error {
 // settings is a validated configuration, with the files it names read.
 type settings struct {
 	node           dlm.Config
-	creds          *credentials // nil without TLS; node.TLS is its configuration
+	creds          *credentials       // nil without TLS; node.TLS is its configuration
+	client         *clientport.Config // nil: no client port
 	adminAddr      string
 	adminAdvertise string // host:port, "" if none could be derived
 	token          string
@@ -389,7 +431,54 @@ func (c *Config) build() (settings, error) {
 		return s, usageError("%s", line)
 	}
 	s.node = n
+	if s.client, err = c.clientPort(n.TLS); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// clientPort checks the client port's settings and returns its
+// configuration (without the node), or nil if it is off.
+func (c *Config) clientPort(tlsCfg *transport.TLSConfig) (*clientport.Config, error) {
+	if c.ClientAddr == "" {
+		return nil, nil
+	}
+	if err := checkAddr(c.ClientAddr, false); err != nil {
+		return nil, usageError("--client-addr %q: %v", c.ClientAddr, err)
+	}
+	cp := clientport.DefaultConfig()
+	cp.MaxConnections, cp.MaxLocks, cp.MaxPending = c.ClientMaxConnections, c.ClientMaxLocks, c.ClientMaxPending
+	switch {
+	case cp.MaxConnections < 1:
+		return nil, usageError("--client-max-connections %d: must be positive", cp.MaxConnections)
+	case cp.MaxLocks < 1:
+		return nil, usageError("--client-max-locks %d: must be positive", cp.MaxLocks)
+	case cp.MaxPending < 1:
+		return nil, usageError("--client-max-pending %d: must be positive", cp.MaxPending)
+	case c.ClientSessionTTL < cp.MinTTL || c.ClientSessionTTL > cp.MaxTTL:
+		return nil, usageError("--client-session-ttl %v: must be in %v..%v", c.ClientSessionTTL, cp.MinTTL, cp.MaxTTL)
+	}
+	cp.DefaultTTL = c.ClientSessionTTL
+	if c.ClientTokenFile != "" {
+		tok, err := readTokenFlag("--client-token-file", c.ClientTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		if len(tok) > wire.MaxToken {
+			return nil, usageError("--client-token-file %s: the token is longer than %d bytes", c.ClientTokenFile, wire.MaxToken)
+		}
+		cp.Token = tok
+	}
+	if c.ClientTLS {
+		if tlsCfg == nil {
+			return nil, usageError("--client-tls needs the cluster's certificates: --tls-cert-file, --tls-key-file and --tls-ca-file")
+		}
+		cp.TLS = tlsCfg
+	}
+	if !dlm.LoopbackAddr(c.ClientAddr) && cp.Token == "" && cp.TLS == nil && !c.ClientInsecure {
+		return nil, usageError("--client-addr %q is not a loopback address: set --client-token-file or --client-tls, or --client-insecure to let anyone who can reach it take locks", c.ClientAddr)
+	}
+	return &cp, nil
 }
 
 // AdminTag is the gossip tag that carries an agent's admin URL, so that
@@ -421,16 +510,21 @@ func readToken(path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
+	return readTokenFlag("--admin-token-file", path)
+}
+
+// readTokenFlag reads the one-word token in path, for flag.
+func readTokenFlag(flag, path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", usageError("--admin-token-file: %v", err)
+		return "", usageError("%s: %v", flag, err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", usageError("--admin-token-file %s: the file is empty", path)
+		return "", usageError("%s %s: the file is empty", flag, path)
 	}
 	if strings.ContainsAny(tok, " \t\r\n") {
-		return "", usageError("--admin-token-file %s: the token must be one word", path)
+		return "", usageError("%s %s: the token must be one word", flag, path)
 	}
 	return tok, nil
 }

@@ -88,6 +88,11 @@
 // recovery, answered by an Ack. Introspection: a DescribeRequest asks a
 // resource's master for its locks, answered by a DescribeReply.
 //
+// The client protocol (client_types.go; docs/protocol.md byte by byte) is
+// what a program that runs no node speaks with an agent's client port: the
+// same frames, types from 64 up. A link's Decoder (NewDecoder) refuses its
+// types and a client connection's (NewClientDecoder) every other.
+//
 // Adding a message type is described in docs/design/transport.md in the
 // repository.
 package wire

@@ -77,7 +77,10 @@ func FrameLength(prefix []byte, l *Limits) (int, error) {
 // A Decoder is not safe for concurrent use; a connection owns one.
 type Decoder struct {
 	limits Limits
-	cached [NumTypes]Message
+	// cached holds the decoder's message of each type it has decoded,
+	// indexed by type from the first of its protocol's types (made on the
+	// first Decode: a client port keeps one decoder per idle connection).
+	cached []Message
 	intern map[string]string
 	// lastIntern is the string internField returned last: most messages on
 	// a connection name the same lockspace, and a comparison costs less
@@ -88,8 +91,11 @@ type Decoder struct {
 	// resource the request before them did, and take its string instead
 	// of allocating one. Bounded, unlike intern: names do not repeat in
 	// general.
-	recent [recentNames]string
+	recent *[recentNames]string // made on the first resource name
 	seed   maphash.Seed
+	// kinds are the protocols whose types the decoder accepts: the
+	// links' (NewDecoder) or the client port's (NewClientDecoder).
+	kinds kinds
 	// r is reused so that handing it to a message's decodeBody (an interface
 	// call the compiler cannot see through) does not allocate it each time.
 	r reader
@@ -102,7 +108,9 @@ const maxInterned = 256
 const recentNames = 64
 
 // NewDecoder returns a decoder that applies l, which must be valid.
-func NewDecoder(l Limits) *Decoder { return &Decoder{limits: l, seed: maphash.MakeSeed()} }
+func NewDecoder(l Limits) *Decoder {
+	return &Decoder{limits: l, seed: maphash.MakeSeed(), kinds: kindLink}
+}
 
 // Limits returns the limits the decoder applies.
 func (d *Decoder) Limits() *Limits { return &d.limits }
@@ -132,10 +140,14 @@ func (d *Decoder) Decode(payload []byte) (Header, Message, error) {
 	if err != nil {
 		return Header{}, nil, err
 	}
-	m := d.cached[h.Type]
+	if d.cached == nil {
+		d.cached = make([]Message, d.kinds.span())
+	}
+	slot := &d.cached[h.Type-d.kinds.first()]
+	m := *slot
 	if m == nil {
 		m = newMessage(h.Type)
-		d.cached[h.Type] = m
+		*slot = m
 	}
 	if err := d.decodeBody(m, payload[HeaderSize:], false); err != nil {
 		return Header{}, nil, err
@@ -196,7 +208,7 @@ func (d *Decoder) header(payload []byte) (Header, error) {
 		Reply: payload[1]&replyFlag != 0,
 		ID:    binary.BigEndian.Uint64(payload[2:]),
 	}
-	if !h.Type.Known() {
+	if !h.Type.Known() || d.kinds&h.Type.kind() == 0 {
 		return Header{}, fmt.Errorf("%w: %d", ErrUnknownType, uint8(h.Type))
 	}
 	if h.Reply && h.ID == 0 {
@@ -238,6 +250,9 @@ func (d *Decoder) resourceField(r *reader) (string, error) {
 	b, err := r.str("resource", d.limits.MaxName)
 	if err != nil || len(b) == 0 {
 		return "", err
+	}
+	if d.recent == nil {
+		d.recent = new([recentNames]string)
 	}
 	slot := &d.recent[maphash.Bytes(d.seed, b)%recentNames]
 	if *slot != string(b) {

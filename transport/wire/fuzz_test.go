@@ -92,7 +92,7 @@ func decodeBodyOf(t Type) decodeFunc {
 // checkDecode asserts the four properties every decoder must have.
 func checkDecode(t *testing.T, in []byte, decode decodeFunc) {
 	l := DefaultLimits()
-	h, m, err := decode.decode(NewDecoder(l), in)
+	h, m, err := decode.decode(testDecoder(l), in)
 	if err != nil {
 		if m != nil {
 			t.Fatalf("error %v returned with a message %#v", err, m)
@@ -113,7 +113,7 @@ func checkDecode(t *testing.T, in []byte, decode decodeFunc) {
 func checkOwned(t *testing.T, in []byte, decode decodeFunc, h Header, m Message, err error) {
 	t.Helper()
 	scratch := bytes.Clone(in)
-	oh, om, oerr := decode.owned(NewDecoder(DefaultLimits()), scratch)
+	oh, om, oerr := decode.owned(testDecoder(DefaultLimits()), scratch)
 	switch {
 	case (oerr == nil) != (err == nil):
 		t.Fatalf("DecodeOwned: %v, Decode: %v", oerr, err)
@@ -145,7 +145,7 @@ func checkInto(t *testing.T, h Header, m Message) {
 		if into.Type() != m.Type() {
 			continue
 		}
-		gh, err := NewDecoder(l).DecodeInto(frame[PrefixSize:], into)
+		gh, err := testDecoder(l).DecodeInto(frame[PrefixSize:], into)
 		if err != nil {
 			t.Fatalf("DecodeInto: %v", err)
 		}
@@ -164,7 +164,7 @@ func checkRoundTrip(t *testing.T, h Header, m Message) {
 	if err != nil {
 		t.Fatalf("decoded %#v does not re-encode: %v", m, err)
 	}
-	h2, m2, err := NewDecoder(l).DecodeFrame(frame)
+	h2, m2, err := testDecoder(l).DecodeFrame(frame)
 	if err != nil {
 		t.Fatalf("re-encoded %#v does not decode: %v", m, err)
 	}
@@ -185,7 +185,7 @@ func checkAllocBound(t *testing.T, in []byte, decode decodeFunc) {
 	bound := uint64(allocPerByte(decode.typ(in))*len(in) + allocConst)
 	var got uint64
 	for range 2 {
-		got = allocatedBy(func() { _, _, _ = decode.decode(NewDecoder(DefaultLimits()), in) })
+		got = allocatedBy(func() { _, _, _ = decode.decode(testDecoder(DefaultLimits()), in) })
 		if got <= bound {
 			return
 		}

@@ -91,6 +91,40 @@ func samples() []Message {
 		&DescribeRequest{Epoch: 13, Lockspace: "fs1", Resource: "inode/42"},
 		&DescribeReply{Epoch: 13, Status: DescribeFound, Locks: sampleDescribed(), Omitted: 3, ValueValid: true, ValueSeq: 99, ValueLen: 64},
 		&DescribeReply{Epoch: ^uint64(0), Status: DescribeRetry},
+		// the client protocol (appended too)
+		&ClientHello{Name: "worker-7", Token: "s3cret", TTL: 10e9},
+		&ClientHello{Name: strings.Repeat("n", MaxNodeName), Token: strings.Repeat("t", MaxToken), TTL: 1<<62 + 1, Session: ^uint64(0), Key: 1},
+		&ClientHello{},
+		&ClientWelcome{Session: 0x5eed, Key: 0xfeed, TTL: 10e9, Lease: 1e9, Node: "node1", MaxLocks: 100000, MaxPending: 1024, MaxFrame: 65536},
+		&ClientWelcome{Session: ^uint64(0), Key: ^uint64(0), TTL: 1, Lease: 1<<62 + 3, Node: strings.Repeat("n", MaxNodeName), Resumed: true, LastRequest: ^uint64(0), MaxLocks: ^uint32(0), MaxPending: ^uint32(0), MaxFrame: ^uint32(0)},
+		&ClientKeepAlive{},
+		&ClientKeepAlive{Lock: ^uint64(0)},
+		&ClientAlive{Lease: 3e9},
+		&ClientLock{Lockspace: "app", Resource: "orders/42", Mode: modes.EX, Flags: ClientNotify, Timeout: 10e9},
+		&ClientLock{Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Mode: modes.NL, Flags: ClientTry | ClientExpedite | ClientNotify, Timeout: 1<<62 + 7, TTL: 30e9, Owner: ^uint64(0)},
+		&ClientConvert{Lock: 1, Mode: modes.PW, Flags: ClientQueue | ClientDemote | ClientTry, Timeout: 5e9},
+		&ClientConvert{Lock: ^uint64(0), Mode: modes.NL},
+		&ClientUnlock{Lock: 3},
+		&ClientCancel{Request: ^uint64(0)},
+		&ClientGrant{Lock: 3, Mode: modes.PR, Token: 1<<48 | 17, LVB: []byte("counter=41"), LVBSeq: 41, LVBFlags: LVBPresent | LVBValid},
+		&ClientGrant{Lock: ^uint64(0), Mode: modes.NL, Token: ^uint64(0), Demoted: true, LVB: bytes.Repeat([]byte{0xab}, 4096), LVBSeq: ^uint64(0), LVBFlags: LVBPresent},
+		&ClientValue{Lock: 9},
+		&ClientSetValue{Lock: 9, LVBOp: LVBWrite, LVB: []byte("counter=42")},
+		&ClientSetValue{Lock: ^uint64(0), LVBOp: LVBInvalidate},
+		&ClientDescribe{Lockspace: "app", Resource: "orders/42"},
+		&ClientResource{Master: "node2"},
+		&ClientResource{Master: strings.Repeat("m", MaxNodeName), Known: true, LVB: []byte("v"), LVBSeq: 7, LVBFlags: LVBPresent | LVBValid, Locks: []ClientDescribedLock{
+			{Queue: QueueGranted, Granted: modes.PR, Requested: modes.PR},
+			{Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX},
+			{Queue: QueueWaiting, Granted: modes.NL, Requested: modes.CW},
+		}},
+		&ClientOK{},
+		&ClientError{Code: CodeNotQueued},
+		&ClientError{Code: CodeSessionEnded, Text: strings.Repeat("e", MaxErr)},
+		&ClientBlocking{Lock: 3, Mode: modes.EX},
+		&ClientLost{Lock: 3, Code: CodeLockLost, Text: "session TTL ran out"},
+		&ClientLost{Lock: ^uint64(0), Code: CodeOther, Text: strings.Repeat("e", MaxErr)},
+		&ClientBye{},
 	}
 }
 
@@ -214,6 +248,13 @@ func typeSeeds(t Type) map[string][]byte {
 			"bomb-resources-1-byte-each": cat(masterReportHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
 			// 1024 locks declared over 1024 bytes: a lock takes at least 5
 			"bomb-locks-1-byte-each": cat(masterReportHead, []byte{0x91}, resourceHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+		}
+	case TypeClientResource:
+		head := []byte{0x96, 0xa1, 'm', mpTrue, mpNil, 0, 0}
+		return map[string][]byte{
+			"bomb-locks":             cat(head, bomb),
+			"bomb-locks-1-byte-each": cat(head, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
+			"not-known-with-locks":   {0x96, 0xa1, 'm', mpFalse, mpNil, 0, 0, 0x91, 0x93, 1, 3, 3},
 		}
 	case TypeLockReport:
 		lockHead := []byte{0x93, 1, 0xa2, 'l', 's'}

@@ -61,8 +61,9 @@ const (
 	typeEnd Type = 29
 )
 
-// NumTypes is the size of an array indexed by Type.
-const NumTypes = int(typeEnd)
+// NumTypes is the size of an array indexed by Type, the client protocol's
+// types (client_types.go) included.
+const NumTypes = int(clientTypeEnd)
 
 // replyFlag marks, in the header's type byte, a frame that answers a request.
 const replyFlag = 0x80
@@ -128,11 +129,11 @@ func newMessage(t Type) Message {
 	case TypeDescribeReply:
 		return new(DescribeReply)
 	}
-	return nil
+	return newClientMessage(t)
 }
 
 // Known reports whether t is a message type this build can decode.
-func (t Type) Known() bool { return t > 0 && t < typeEnd }
+func (t Type) Known() bool { return t > 0 && t < typeEnd || t.Client() }
 
 // New returns a new zero message of type t, or nil if t is unknown.
 func (t Type) New() Message { return newMessage(t) }

@@ -1,0 +1,70 @@
+package client
+
+import (
+	"slices"
+
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// call is one request: sent, and kept until the agent answers it, across
+// reconnections of the same session. Its fields after id are guarded by
+// Client.mu.
+type call struct {
+	id  uint64
+	msg wire.Message // the request, to send again after a resume
+	// ch wakes a caller that waits while another goroutine reads its
+	// answer; made only then (a caller that reads its own answer needs
+	// none).
+	ch chan struct{}
+
+	sent      bool
+	done      bool
+	oneway    bool  // nobody waits for the answer (unlock, cancel)
+	abandoned bool  // the caller gave up: a grant that comes is given back
+	lock      *Lock // a ClientLock's lock, handed to the client with its grant
+
+	// outcome
+	err   error
+	grant wire.ClientGrant // LVB copied
+	lease int64
+	res   *wire.ClientResource
+}
+
+func newCall(id uint64, m wire.Message) *call {
+	return &call{id: id, msg: m}
+}
+
+// deliver records the agent's answer m (valid only during the call).
+// Caller holds Client.mu.
+func (cl *call) deliver(m wire.Message) {
+	switch m := m.(type) {
+	case *wire.ClientError:
+		cl.err = agentError(m.Code, m.Text)
+	case *wire.ClientGrant:
+		cl.grant = *m
+		cl.grant.LVB = slices.Clone(m.LVB)
+	case *wire.ClientAlive:
+		cl.lease = m.Lease
+	case *wire.ClientResource:
+		r := *m
+		r.LVB = slices.Clone(m.LVB)
+		r.Locks = slices.Clone(m.Locks)
+		cl.res = &r
+	case *wire.ClientOK, *wire.ClientWelcome:
+	default:
+		cl.err = agentError(wire.CodeProtocol, "unexpected answer "+m.Type().String())
+	}
+	cl.finish()
+}
+
+// finish marks the call answered and wakes its caller. Caller holds
+// Client.mu.
+func (cl *call) finish() {
+	cl.done = true
+	if cl.ch != nil {
+		select {
+		case cl.ch <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,655 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/lockapi"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Client is a connection to the cluster through one agent at a time, and
+// the session it carries. Safe for concurrent use.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex
+	cn        *conn         // nil while reconnecting
+	up        chan struct{} // closed when cn is set again
+	addr      int           // index in cfg.Addrs of the agent
+	session   uint64
+	key       uint64
+	node      string
+	ttl       time.Duration
+	lease     time.Duration // the latest lease an agent gave
+	nextID    uint64
+	pending   map[uint64]*call
+	locks     map[uint64]*Lock
+	orphans   []uint64 // locks lost here that the agent may still hold
+	trust     time.Time
+	trustT    *time.Timer
+	nextOwner uint64
+	closed    bool
+
+	callbacks *dispatcher
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// Dial connects to the first of addrs that answers, with DefaultConfig.
+func Dial(ctx context.Context, addrs ...string) (*Client, error) {
+	cfg := DefaultConfig()
+	cfg.Addrs = addrs
+	return DialConfig(ctx, cfg)
+}
+
+// DialConfig connects to the first of cfg.Addrs that answers and opens a
+// session there, trying them in turn until ctx ends.
+func DialConfig(ctx context.Context, cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg: cfg, pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
+		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{}),
+	}
+	c.log = cfg.Logger
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	for {
+		for i := range cfg.Addrs {
+			err := c.connect(ctx, i, false)
+			if err == nil {
+				c.wg.Add(2)
+				go func() { defer c.wg.Done(); c.callbacks.run(c.stop) }()
+				go func() { defer c.wg.Done(); c.keepAlive() }()
+				return c, nil
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", cfg.Addrs[i], err))
+			if errors.Is(err, ErrUnauthorized) {
+				return nil, errors.Join(errs...)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("client: no agent answered: %w", errors.Join(append(errs, ctx.Err())...))
+		case <-time.After(50 * time.Millisecond):
+		}
+		errs = errs[:0]
+	}
+}
+
+// connect dials agent i and sends the ClientHello: resuming the session if
+// resume, opening one otherwise. On success the connection is the
+// client's.
+func (c *Client) connect(ctx context.Context, i int, resume bool) error {
+	addr := c.cfg.Addrs[i]
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	defer cancel()
+	nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	if c.cfg.TLS != nil {
+		tc := tls.Client(nc, c.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = nc.Close()
+			return fmt.Errorf("%w: TLS: %w", ErrUnauthorized, err)
+		}
+		nc = tc
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	cn := newConn(c, nc, addr)
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	hello := &wire.ClientHello{Name: c.cfg.Name, Token: c.cfg.Token, TTL: int64(c.cfg.SessionTTL)}
+	if resume {
+		hello.Session, hello.Key = c.session, c.key
+	}
+	c.mu.Unlock()
+	sent := time.Now()
+	if err := cn.send(wire.Header{ID: id}, hello); err != nil {
+		_ = nc.Close()
+		return err
+	}
+	h, m, n, err := cn.readFrame()
+	if err != nil {
+		_ = nc.Close()
+		return err
+	}
+	var w wire.ClientWelcome
+	switch m := m.(type) {
+	case *wire.ClientWelcome:
+		if !h.Reply || h.ID != id {
+			err = fmt.Errorf("%w: welcome for request %d, sent %d", ErrProtocol, h.ID, id)
+		}
+		w = *m
+		w.Node = m.Node
+	case *wire.ClientError:
+		err = agentError(m.Code, m.Text)
+	default:
+		err = fmt.Errorf("%w: the agent answered the hello with %v", ErrProtocol, m.Type())
+	}
+	_, _ = cn.br.Discard(n)
+	if err != nil {
+		_ = nc.Close()
+		return err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c.attach(cn, i, &w, sent)
+	return nil
+}
+
+// attach makes cn the client's connection after its Welcome w: a resumed
+// session carries on (requests the agent had not read are sent again); a
+// new one replaces the old, whose locks are lost.
+func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) {
+	c.mu.Lock()
+	if !w.Resumed {
+		if c.session != 0 {
+			c.dropSessionLocked(fmt.Errorf("%w: the agent no longer has the session", lockapi.ErrLockLost))
+		}
+		c.session, c.key, c.orphans = w.Session, w.Key, nil
+	}
+	c.addr, c.node, c.ttl, c.lease = i, w.Node, time.Duration(w.TTL), time.Duration(w.Lease)
+	c.extendTrustLocked(sent, time.Duration(w.Lease))
+	var resend []*call
+	for _, cl := range c.pending {
+		if cl.sent && cl.id <= w.LastRequest {
+			continue // the agent has it; its answer comes on this connection
+		}
+		if cl.abandoned && !cl.sent {
+			delete(c.pending, cl.id)
+			continue
+		}
+		resend = append(resend, cl)
+	}
+	slices.SortFunc(resend, func(a, b *call) int { return cmpU64(a.id, b.id) })
+	// The agent never read them, and takes only ids above the hello's:
+	// they are sent again as new requests.
+	for _, cl := range resend {
+		delete(c.pending, cl.id)
+		c.nextID++
+		cl.id = c.nextID
+		c.pending[cl.id] = cl
+	}
+	orphans := c.orphans
+	c.orphans = nil
+	c.cn = cn
+	close(c.up)
+	c.mu.Unlock()
+	go cn.watch()
+	for _, cl := range resend {
+		c.mu.Lock()
+		cl.sent = true
+		id := cl.id
+		c.mu.Unlock()
+		if cn.send(wire.Header{ID: id}, cl.msg) != nil {
+			return // connDown reconnects and sends them again
+		}
+	}
+	for _, id := range orphans {
+		c.post(&wire.ClientUnlock{Lock: id})
+	}
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// dropSessionLocked forgets the session's locks (lost, with why) and
+// fails its requests about them: the agent no longer has them. Requests
+// for new locks stay, to be sent in the next session (one the old session
+// never granted cannot be granted twice). Caller holds c.mu.
+func (c *Client) dropSessionLocked(why error) {
+	for id, lk := range c.locks {
+		delete(c.locks, id)
+		lk.loseLocked(why)
+	}
+	for id, cl := range c.pending {
+		if _, isLock := cl.msg.(*wire.ClientLock); isLock && !cl.done && !cl.abandoned && !c.closed {
+			cl.sent = false
+			continue
+		}
+		delete(c.pending, id)
+		if !cl.done {
+			cl.err = fmt.Errorf("%w: the session was lost before an answer came", lockapi.ErrUnavailable)
+			cl.finish()
+		}
+	}
+}
+
+// extendTrustLocked moves the end of the client's trust in its locks to
+// sent + lease, shortened by the clock drift. Caller holds c.mu.
+func (c *Client) extendTrustLocked(sent time.Time, lease time.Duration) {
+	rho := c.cfg.ClockDrift
+	end := sent.Add(time.Duration(float64(lease) * (1 - rho) / (1 + rho)))
+	if !end.After(c.trust) {
+		return
+	}
+	c.trust = end
+	if c.trustT == nil {
+		c.trustT = time.AfterFunc(time.Until(end), c.trustTimer)
+	} else {
+		c.trustT.Reset(time.Until(end))
+	}
+}
+
+// trustTimer fires when the client's trust may have run out: unless a
+// newer answer extended it, every lock is lost.
+func (c *Client) trustTimer() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if d := time.Until(c.trust); d > 0 {
+		c.trustT.Reset(d)
+		c.mu.Unlock()
+		return
+	}
+	why := fmt.Errorf("%w: no word from the agent within its lease", lockapi.ErrLockLost)
+	for id, lk := range c.locks {
+		delete(c.locks, id)
+		lk.loseLocked(why)
+		c.orphans = append(c.orphans, id)
+	}
+	cn := c.cn
+	orphans := c.orphans
+	if cn != nil {
+		c.orphans = nil
+	}
+	c.mu.Unlock()
+	if cn != nil {
+		for _, id := range orphans {
+			c.post(&wire.ClientUnlock{Lock: id})
+		}
+	}
+}
+
+// connDown runs once when cn fails: requests wait while the client
+// reconnects.
+func (c *Client) connDown(cn *conn, err error) {
+	c.mu.Lock()
+	if c.cn != cn {
+		c.mu.Unlock()
+		return
+	}
+	c.cn = nil
+	c.up = make(chan struct{})
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	c.log.Info("connection to the agent lost; reconnecting", "agent", cn.addr, "err", err)
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.reconnect() }()
+}
+
+// reconnect resumes the session with its agent while the client still
+// trusts its locks; after that it tries every agent in turn, the session's
+// first (which may still have it) and then the others, until one answers
+// or the client closes.
+func (c *Client) reconnect() {
+	backoff := 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for round := 0; ; round++ {
+		c.mu.Lock()
+		home, trusted := c.addr, time.Now().Before(c.trust)
+		c.mu.Unlock()
+		tries := []int{home}
+		if !trusted {
+			for k := 1; k < len(c.cfg.Addrs); k++ {
+				tries = append(tries, (home+k)%len(c.cfg.Addrs))
+			}
+		}
+		for _, i := range tries {
+			if ctx.Err() != nil {
+				return
+			}
+			err := c.connect(ctx, i, i == home)
+			if err == nil {
+				return
+			}
+			c.log.Debug("reconnect failed", "agent", c.cfg.Addrs[i], "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// conn returns the current connection, waiting while the client
+// reconnects.
+func (c *Client) conn(ctx context.Context) (*conn, error) {
+	for {
+		c.mu.Lock()
+		cn, up, closed := c.cn, c.up, c.closed
+		c.mu.Unlock()
+		switch {
+		case closed:
+			return nil, lockapi.ErrClosed
+		case cn != nil:
+			return cn, nil
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// newCall registers a request.
+func (c *Client) newCall(m wire.Message) *call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextID++
+	cl := newCall(c.nextID, m)
+	c.pending[cl.id] = cl
+	return cl
+}
+
+// waitChan returns the channel that wakes cl's caller, making it.
+func (c *Client) waitChan(cl *call) chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl.ch == nil {
+		cl.ch = make(chan struct{}, 1)
+		if cl.done {
+			cl.ch <- struct{}{}
+		}
+	}
+	return cl.ch
+}
+
+func (c *Client) isDone(cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cl.done
+}
+
+// do sends a request and waits for its answer, across reconnections, as
+// long as ctx allows. A ctx that ends first abandons the request (and
+// cancels it at the agent, if it may wait there): ctx's error is
+// returned.
+func (c *Client) do(ctx context.Context, cl *call) error {
+	for {
+		cn, err := c.conn(ctx)
+		if err != nil {
+			c.abandon(cl)
+			return err
+		}
+		c.mu.Lock()
+		send, id := !cl.sent, cl.id
+		cl.sent = true
+		c.mu.Unlock()
+		if send {
+			if err := cn.send(wire.Header{ID: id}, cl.msg); err != nil {
+				continue // sent again once reconnected
+			}
+		}
+		err = cn.await(ctx, cl)
+		c.mu.Lock()
+		done, cerr := cl.done, cl.err
+		if done {
+			delete(c.pending, cl.id)
+		}
+		c.mu.Unlock()
+		if done {
+			return cerr
+		}
+		if ctx.Err() != nil {
+			c.abandon(cl)
+			return ctx.Err()
+		}
+		// errConnLost: wait for the next connection; the call stays.
+	}
+}
+
+// abandon gives up on a request whose caller stopped waiting. One still
+// waiting at the agent is cancelled there; if it is granted first, the
+// grant is given back (dispatch).
+func (c *Client) abandon(cl *call) {
+	c.mu.Lock()
+	if cl.done {
+		delete(c.pending, cl.id)
+		c.mu.Unlock()
+		return
+	}
+	cl.abandoned = true
+	sent := cl.sent
+	c.mu.Unlock()
+	switch cl.msg.(type) {
+	case *wire.ClientLock, *wire.ClientConvert:
+		if sent {
+			c.post(&wire.ClientCancel{Request: cl.id})
+		}
+	}
+}
+
+// post sends a request nobody waits for; an error in its answer is only
+// logged. It may wait a moment to leave with the next request
+// (conn.sendLazy).
+func (c *Client) post(m wire.Message) {
+	cl := c.newCall(m)
+	c.mu.Lock()
+	cl.oneway = true
+	cn := c.cn
+	if cn != nil {
+		cl.sent = true
+	}
+	c.mu.Unlock()
+	if cn != nil {
+		_ = cn.sendLazy(wire.Header{ID: cl.id}, m) // if it is lost, attach sends it again
+	}
+}
+
+// dispatch handles a frame from the agent: an answer to a call, or a
+// push. m is valid only during the call.
+func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
+	if h.Reply {
+		c.answer(h.ID, m)
+		return
+	}
+	switch m := m.(type) {
+	case *wire.ClientBlocking:
+		c.mu.Lock()
+		lk := c.locks[m.Lock]
+		c.mu.Unlock()
+		if lk != nil && lk.onBlock != nil {
+			c.callbacks.push(lk.onBlock, m.Mode)
+		}
+	case *wire.ClientLost:
+		why := agentError(m.Code, m.Text)
+		if !errors.Is(why, lockapi.ErrLockLost) {
+			why = fmt.Errorf("%w: %w", lockapi.ErrLockLost, why)
+		}
+		c.mu.Lock()
+		if lk := c.locks[m.Lock]; lk != nil {
+			delete(c.locks, m.Lock)
+			lk.loseLocked(why)
+		}
+		c.mu.Unlock()
+	case *wire.ClientError:
+		err := agentError(m.Code, m.Text)
+		c.log.Warn("the agent is closing the connection", "agent", cn.addr, "err", err)
+		if m.Code == wire.CodeSessionEnded {
+			c.mu.Lock()
+			c.dropSessionLocked(err)
+			c.session, c.key = 0, 0
+			c.mu.Unlock()
+		}
+	}
+}
+
+// answer hands the agent's answer to call id.
+func (c *Client) answer(id uint64, m wire.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.pending[id]
+	if cl == nil {
+		return
+	}
+	if cl.oneway {
+		delete(c.pending, id)
+		if e, ok := m.(*wire.ClientError); ok && e.Code != wire.CodeNotHeld && e.Code != wire.CodeLockLost {
+			c.log.Warn("request refused", "type", cl.msg.Type(), "err", agentError(e.Code, e.Text))
+		}
+		return
+	}
+	cl.deliver(m)
+	g, granted := m.(*wire.ClientGrant)
+	switch {
+	case cl.abandoned:
+		delete(c.pending, id)
+		if _, isLock := cl.msg.(*wire.ClientLock); isLock && granted {
+			c.postLocked(&wire.ClientUnlock{Lock: g.Lock}) // granted after its caller gave up
+		}
+	case cl.lock != nil && granted && cl.err == nil:
+		// The lock is the client's from the moment its grant is read, so
+		// that a push about it right behind the grant finds it.
+		cl.lock.grantLocked(&cl.grant)
+		c.locks[g.Lock] = cl.lock
+	}
+}
+
+// postLocked is post for a caller that holds c.mu: the send happens on a
+// goroutine of its own, not under the mutex.
+func (c *Client) postLocked(m wire.Message) {
+	go c.post(m)
+}
+
+// keepAlive renews the session every third of the shorter of its TTL and
+// the agent's last lease, until the client closes.
+func (c *Client) keepAlive() {
+	for {
+		c.mu.Lock()
+		every := min(c.ttl, c.lease) / 3
+		c.mu.Unlock()
+		every = max(every, 10*time.Millisecond)
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(every):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		_ = c.renew(ctx, 0)
+		cancel()
+	}
+}
+
+// renew sends a keep-alive (of the session, or of lock id's own TTL) and
+// extends the client's trust by the agent's answer.
+func (c *Client) renew(ctx context.Context, id uint64) error {
+	cl := c.newCall(&wire.ClientKeepAlive{Lock: id})
+	sent := time.Now()
+	if err := c.do(ctx, cl); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.lease = time.Duration(cl.lease)
+	c.extendTrustLocked(sent, time.Duration(cl.lease))
+	c.mu.Unlock()
+	return nil
+}
+
+// Node returns the name of the agent's node the client is (or was last)
+// connected to.
+func (c *Client) Node() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.node
+}
+
+// Session returns the session's id at its agent.
+func (c *Client) Session() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+// byeTimeout bounds how long Close waits for the agent to end the session.
+const byeTimeout = 2 * time.Second
+
+// Close ends the session (its locks released at once, as by Unlock) and
+// the connection. Locks still held report ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	cn := c.cn
+	c.mu.Unlock()
+	if cn != nil {
+		// On the connection there is, if any: a session being reconnected
+		// is left to expire rather than waited for.
+		cl := c.newCall(&wire.ClientBye{})
+		c.mu.Lock()
+		cl.sent = true
+		c.mu.Unlock()
+		if cn.send(wire.Header{ID: cl.id}, cl.msg) == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), byeTimeout)
+			_ = cn.await(ctx, cl)
+			cancel()
+		}
+	}
+	c.mu.Lock()
+	c.closed = true
+	cn = c.cn
+	c.dropSessionLocked(fmt.Errorf("%w: the client closed", lockapi.ErrClosed))
+	if c.trustT != nil {
+		c.trustT.Stop()
+	}
+	c.mu.Unlock()
+	close(c.stop)
+	if cn != nil {
+		cn.fail(lockapi.ErrClosed)
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// Lockspace returns the lockspace called name (opened at the agent on its
+// first lock).
+func (c *Client) Lockspace(name string) *Lockspace { return &Lockspace{c: c, name: name} }
+
+// ownerID hands out the session's owner ids.
+func (c *Client) ownerID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextOwner++
+	return c.nextOwner
+}

@@ -1,0 +1,29 @@
+// Package clientport serves an agent's client port: programs that run no
+// node take locks through it, over the client protocol (package wire's
+// client messages, docs/protocol.md byte by byte; package client is the Go
+// side).
+//
+// Each connection carries one session (a dlm.Session of the agent's node):
+// the client's locks are the node's locks in that session, so they live on
+// the agent the client is connected to, and end with it. A session
+// outlives its connection by up to its TTL: a client that reconnects in
+// time (ClientHello with the session's id and key) resumes it with its
+// locks, and receives what was sent to it meanwhile.
+//
+// Every limit is enforced before the work it bounds, refused with a clear
+// error and counted in dlm_client_refused_total{reason}:
+//
+//	connections   Config.MaxConnections per agent: the connection is told
+//	              (a one-way ClientError) and closed
+//	locks         Config.MaxLocks held or waited for per session
+//	pending       Config.MaxPending unanswered requests per session
+//	frame         Config.MaxFrame per frame: refused before it is read
+//	handshake     no ClientHello within Config.HelloTimeout (slowloris)
+//	unauthorized  a ClientHello without the token, or a resume with a wrong key
+//	protocol      a frame that does not decode, or breaks the protocol
+//	slow_client   more than Config.MaxOutbox bytes waiting for a client
+//	              that does not read
+//
+// A refused frame ends its connection (the frames after it cannot be
+// trusted to be in step); a refused request ends only itself.
+package clientport

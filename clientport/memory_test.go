@@ -1,0 +1,174 @@
+package clientport
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// The memory benchmarks measure what an agent keeps per idle client
+// session and per lock a client holds. The clients are a process of their
+// own (this test binary in helper mode), so that the agent's process holds
+// only the agent's side. Run them once each:
+//
+//	go test -run '^$' -bench 'IdleSessions|ClientLocks' -benchtime 1x ./clientport/
+
+const helperEnv = "DLM_CLIENTPORT_TEST_HELPER"
+
+// helperMain opens DLM_HELPER_SESSIONS sessions with DLM_HELPER_ADDR,
+// takes DLM_HELPER_LOCKS locks in each (on resources of its own), prints
+// "ready" and holds them until its standard input closes.
+func helperMain() int {
+	addr := os.Getenv("DLM_HELPER_ADDR")
+	sessions, _ := strconv.Atoi(os.Getenv("DLM_HELPER_SESSIONS"))
+	locks, _ := strconv.Atoi(os.Getenv("DLM_HELPER_LOCKS"))
+	l := wire.DefaultLimits()
+	conns := make([]net.Conn, 0, sessions)
+	var buf []byte
+	for s := range sessions {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			fmt.Println("dial:", err)
+			return 1
+		}
+		conns = append(conns, nc)
+		buf, _ = wire.AppendFrame(buf[:0], wire.Header{ID: 1}, &wire.ClientHello{TTL: int64(5 * time.Minute)}, &l)
+		for k := range locks {
+			m := &wire.ClientLock{Lockspace: "mem", Resource: "s" + strconv.Itoa(s) + "-" + strconv.Itoa(k), Mode: modes.EX}
+			buf, _ = wire.AppendFrame(buf, wire.Header{ID: uint64(k) + 2}, m, &l)
+			if len(buf) > 64<<10 || k == locks-1 {
+				if _, err := nc.Write(buf); err != nil {
+					fmt.Println("write:", err)
+					return 1
+				}
+				buf = buf[:0]
+			}
+		}
+		if locks == 0 {
+			if _, err := nc.Write(buf); err != nil {
+				fmt.Println("write:", err)
+				return 1
+			}
+		}
+		// Read the welcome and every grant before the next session.
+		br := bufio.NewReaderSize(nc, 64<<10)
+		dec := wire.NewClientDecoder(l)
+		for range locks + 1 {
+			var prefix [4]byte
+			if _, err := io.ReadFull(br, prefix[:]); err != nil {
+				fmt.Println("read:", err)
+				return 1
+			}
+			payload := make([]byte, binary.BigEndian.Uint32(prefix[:]))
+			if _, err := io.ReadFull(br, payload); err != nil {
+				fmt.Println("read:", err)
+				return 1
+			}
+			if _, m, err := dec.Decode(payload); err != nil || m.Type() == wire.TypeClientError {
+				fmt.Println("refused:", err, m)
+				return 1
+			}
+		}
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, nc := range conns {
+		_ = nc.Close()
+	}
+	return 0
+}
+
+// agentMemory is what the process holds: live heap and goroutine stacks.
+func agentMemory() (heap, stacks uint64) {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc, m.StackInuse
+}
+
+// measureSessions starts a helper holding sessions×locks against a
+// one-node agent and returns the agent's growth in heap and stacks.
+func measureSessions(b *testing.B, sessions, locks int) (heap, stacks int64) {
+	p := startPort(b, 1, func(c *Config) { c.MaxConnections, c.MaxLocks = sessions+10, locks+10 })
+	heap0, stack0 := agentMemory()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "DLM_HELPER_ADDR="+p.addr,
+		"DLM_HELPER_SESSIONS="+strconv.Itoa(sessions), "DLM_HELPER_LOCKS="+strconv.Itoa(locks))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill() // by pid: the helper this benchmark started
+			<-done
+		}
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		b.Fatalf("helper: %q %v", line, err)
+	}
+	for p.srv.Sessions() < sessions {
+		time.Sleep(10 * time.Millisecond)
+	}
+	heap1, stack1 := agentMemory()
+	if path := os.Getenv("DLM_HEAP_PROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			_ = f.Close()
+		}
+	}
+	return int64(heap1) - int64(heap0), int64(stack1) - int64(stack0)
+}
+
+// BenchmarkIdleSessions: 10,000 connected client sessions that hold no
+// lock and send nothing but keep-alives.
+func BenchmarkIdleSessions(b *testing.B) {
+	const sessions = 10000
+	heap, stacks := measureSessions(b, sessions, 0)
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(heap)/sessions, "heap-B/session")
+	b.ReportMetric(float64(stacks)/sessions, "stack-B/session")
+	b.ReportMetric(float64(heap+stacks)/sessions, "B/session")
+}
+
+// BenchmarkClientLocks: 1,000,000 EX locks held by 100 client sessions on
+// resources of their own, on a one-node agent that masters them too; the
+// figure counts everything the agent keeps for a lock: its client port's
+// and its node's books, and the master's table.
+func BenchmarkClientLocks(b *testing.B) {
+	const sessions, perSession = 100, 10000
+	heap, stacks := measureSessions(b, sessions, perSession)
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(heap)/(sessions*perSession), "B/lock")
+	b.ReportMetric(float64(stacks)/sessions, "stack-B/session")
+}

@@ -1,0 +1,68 @@
+package clientport
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed-a6839e30/dlm/internal/promreg"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// Reasons a client port refuses something, the labels of
+// dlm_client_refused_total (see the package documentation).
+const (
+	refusedConnections  = "connections"
+	refusedLocks        = "locks"
+	refusedPending      = "pending"
+	refusedFrame        = "frame"
+	refusedHandshake    = "handshake"
+	refusedUnauthorized = "unauthorized"
+	refusedProtocol     = "protocol"
+	refusedSlowClient   = "slow_client"
+)
+
+var refusedReasons = []string{refusedConnections, refusedLocks, refusedPending, refusedFrame,
+	refusedHandshake, refusedUnauthorized, refusedProtocol, refusedSlowClient}
+
+type metrics struct {
+	connections prometheus.Gauge
+	sessions    prometheus.Gauge
+	resumed     prometheus.Counter
+	requests    [wire.NumTypes]prometheus.Counter
+	refused     map[string]prometheus.Counter
+	rejected    map[string]prometheus.Counter // frames, by wire.Reason
+	group       *promreg.Group
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_client_connections", Help: "Open client connections."}),
+		sessions:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_client_sessions", Help: "Client sessions, connected or waiting to be resumed."}),
+		resumed:     prometheus.NewCounter(prometheus.CounterOpts{Name: "dlm_client_sessions_resumed_total", Help: "Sessions resumed by a client that reconnected within their TTL."}),
+		refused:     map[string]prometheus.Counter{},
+		rejected:    map[string]prometheus.Counter{},
+	}
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_client_requests_total", Help: "Client requests, by type.",
+	}, []string{"type"})
+	for t := wire.TypeClientHello; t.Client(); t++ {
+		m.requests[t] = requests.WithLabelValues(t.String())
+	}
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_client_refused_total", Help: "Connections, frames and requests the client port refused, by the limit or rule that refused them.",
+	}, []string{"reason"})
+	for _, r := range refusedReasons {
+		m.refused[r] = refused.WithLabelValues(r)
+	}
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dlm_client_frames_rejected_total", Help: "Client frames refused as bad input, by reason; each closes its connection.",
+	}, []string{"reason"})
+	for _, r := range append(wire.Reasons(), "read_error") {
+		m.rejected[r] = rejected.WithLabelValues(r)
+	}
+	var err error
+	m.group, err = promreg.Register(reg, m.connections, m.sessions, m.resumed, requests, refused, rejected)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,488 @@
+package clientport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// handle runs one request, read on c. A request that can be answered at
+// once is answered here, on the reading goroutine, so that its reply
+// leaves with the batch; one that waits (a lock or a conversion queued
+// behind others, or at a master on another node; a renewal) waits on a
+// goroutine of its own. An error breaks the protocol and ends the
+// connection.
+func (ss *session) handle(c *conn, id uint64, m wire.Message) error {
+	ss.mu.Lock()
+	if id <= ss.last {
+		ss.mu.Unlock()
+		return fmt.Errorf("request id %d not above the last one, %d", id, ss.last)
+	}
+	ss.last = id
+	ss.mu.Unlock()
+	ss.srv.met.requests[m.Type()].Inc()
+	switch m := m.(type) {
+	case *wire.ClientLock:
+		ss.lock(id, m)
+	case *wire.ClientConvert:
+		ss.convert(id, m)
+	case *wire.ClientUnlock:
+		ss.unlock(id, m)
+	case *wire.ClientCancel:
+		ss.cancel(id, m)
+	case *wire.ClientValue:
+		ss.value(id, m)
+	case *wire.ClientSetValue:
+		ss.setValue(id, m)
+	case *wire.ClientKeepAlive:
+		ss.keepAlive(id, m)
+	case *wire.ClientDescribe:
+		ss.describe(id, m)
+	case *wire.ClientBye:
+		ss.bye(c, id)
+	default:
+		return fmt.Errorf("a client does not send %v", m.Type())
+	}
+	return nil
+}
+
+func (ss *session) fail(id uint64, err error) { ss.reply(id, errorMsg(err), false) }
+
+func (ss *session) refuse(id uint64, reason string, err error) {
+	ss.srv.met.refused[reason].Inc()
+	ss.fail(id, err)
+}
+
+// lockspace opens the lockspace a request names.
+func (ss *session) lockspace(name string) (*dlm.Lockspace, error) {
+	return ss.srv.node.Lockspace(name)
+}
+
+// owner returns the session's owner id in ls, creating it: a client names
+// its owners by ids of its own choosing, the agent keeps one dlm owner for
+// each.
+func (ss *session) owner(ls *dlm.Lockspace, id uint64) (*dlm.Owner, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	k := ownerKey{ls.Name(), id}
+	if o := ss.owners[k]; o != nil {
+		return o, nil
+	}
+	if len(ss.owners) >= ss.srv.cfg.MaxLocks {
+		return nil, fmt.Errorf("%w: the session has %d owners", dlm.ErrLimit, len(ss.owners))
+	}
+	if ss.owners == nil {
+		ss.owners = map[ownerKey]*dlm.Owner{}
+	}
+	o := ls.NewOwner()
+	ss.owners[k] = o
+	return o, nil
+}
+
+// startOp registers a request that will wait, within the session's
+// limits. It returns the context the wait runs under (a renewal's).
+func (ss *session) startOp(id uint64, timeout int64) (context.Context, error) {
+	ctx, cancel := context.WithCancel(ss.srv.ctx)
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ss.srv.ctx, time.Duration(timeout))
+	}
+	if err := ss.reserve(id, cancel); err != nil {
+		cancel()
+		return nil, err
+	}
+	ss.setStop(id, cancel)
+	ss.srv.wg.Add(1)
+	return ctx, nil
+}
+
+func (ss *session) endOp(id uint64) {
+	ss.release(id)
+	ss.srv.wg.Done()
+}
+
+// reserve counts a request that may wait against MaxPending; cancel, if
+// not nil, withdraws it (ClientCancel).
+func (ss *session) reserve(id uint64, cancel func()) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.pending) >= ss.srv.cfg.MaxPending {
+		ss.srv.met.refused[refusedPending].Inc()
+		return fmt.Errorf("%w: the session has %d requests waiting, the agent's limit", dlm.ErrLimit, len(ss.pending))
+	}
+	if ss.pending == nil {
+		ss.pending = map[uint64]*op{}
+	}
+	ss.pending[id] = &op{cancel: cancel}
+	return nil
+}
+
+// release ends a reserved request (and its context, for a renewal).
+func (ss *session) release(id uint64) {
+	ss.mu.Lock()
+	o := ss.pending[id]
+	delete(ss.pending, id)
+	ss.mu.Unlock()
+	if o != nil && o.stop != nil {
+		o.stop()
+	}
+}
+
+// setStop gives a reserved request what ends its context once it is
+// answered.
+func (ss *session) setStop(id uint64, stop func()) {
+	ss.mu.Lock()
+	if o := ss.pending[id]; o != nil {
+		o.stop = stop
+	}
+	ss.mu.Unlock()
+}
+
+// setCancel gives a reserved request the function that withdraws it, if
+// it is still waiting.
+func (ss *session) setCancel(id uint64, cancel func()) {
+	ss.mu.Lock()
+	if o := ss.pending[id]; o != nil {
+		o.cancel = cancel
+	}
+	ss.mu.Unlock()
+}
+
+// deadline is a context with a deadline and nothing else: what the
+// asynchronous lock calls read of one (the master times the request out),
+// without the timer a context.WithTimeout would start.
+type deadline struct {
+	context.Context
+	at time.Time
+}
+
+func (d deadline) Deadline() (time.Time, bool) { return d.at, true }
+
+func (ss *session) waitCtx(timeout int64) context.Context {
+	if timeout <= 0 {
+		return context.Background()
+	}
+	return deadline{context.Background(), time.Now().Add(time.Duration(timeout))}
+}
+
+// blockNote delivers a lock's blocking notifications to the client. The
+// first may come before the lock is handed to the client (the grant and
+// a conflicting request can meet at the master): it waits for the id.
+type blockNote struct {
+	ss   *session
+	mu   sync.Mutex
+	id   uint64
+	want modes.Mode
+	seen bool
+}
+
+func (b *blockNote) blocked(want modes.Mode) {
+	b.mu.Lock()
+	id := b.id
+	if id == 0 {
+		b.want, b.seen = want, true
+	}
+	b.mu.Unlock()
+	if id != 0 {
+		b.ss.send(wire.Header{}, &wire.ClientBlocking{Lock: id, Mode: want}, false)
+	}
+}
+
+func (b *blockNote) granted(id uint64) {
+	b.mu.Lock()
+	b.id = id
+	want, seen := b.want, b.seen
+	b.mu.Unlock()
+	if seen {
+		b.ss.send(wire.Header{}, &wire.ClientBlocking{Lock: id, Mode: want}, false)
+	}
+}
+
+func (ss *session) lock(id uint64, m *wire.ClientLock) {
+	ss.mu.Lock()
+	held := ss.ds.Len() + len(ss.holds) // a waiting lock is in ds already
+	ss.mu.Unlock()
+	if held >= ss.srv.cfg.MaxLocks {
+		ss.refuse(id, refusedLocks, fmt.Errorf("%w: the session holds or waits for %d locks, the agent's limit", dlm.ErrLimit, held))
+		return
+	}
+	ls, err := ss.lockspace(m.Lockspace)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	if m.Flags&wire.ClientCached != 0 {
+		ss.cached(id, ls, m)
+		return
+	}
+	opts := make([]dlm.LockOption, 1, 4)
+	opts[0] = ss.in
+	if m.Owner != 0 {
+		o, err := ss.owner(ls, m.Owner)
+		if err != nil {
+			ss.fail(id, err)
+			return
+		}
+		opts = append(opts, dlm.WithOwner(o))
+	}
+	var note *blockNote
+	if m.Flags&wire.ClientNotify != 0 {
+		note = &blockNote{ss: ss}
+		opts = append(opts, dlm.OnBlocking(note.blocked))
+	}
+	if m.TTL > 0 {
+		opts = append(opts, dlm.WithTTL(time.Duration(m.TTL)))
+	}
+	if m.Flags&wire.ClientExpedite != 0 {
+		opts = append(opts, dlm.Expedite())
+	}
+	// Answered at once (a grant or refusal by this node's table) in the
+	// batch; otherwise when its master answers, on the node's callback
+	// goroutine. No goroutine waits for it.
+	if err := ss.reserve(id, nil); err != nil {
+		ss.fail(id, err)
+		return
+	}
+	done := func(lk *dlm.Lock, err error) {
+		ss.release(id)
+		ss.granted(id, lk, note, err)
+	}
+	var cancel func()
+	if m.Flags&wire.ClientTry != 0 {
+		cancel = ls.TryLockAsync(ss.waitCtx(m.Timeout), m.Resource, m.Mode, done, opts...)
+	} else {
+		cancel = ls.LockAsync(ss.waitCtx(m.Timeout), m.Resource, m.Mode, done, opts...)
+	}
+	ss.setCancel(id, cancel)
+}
+
+// granted answers a lock request with its outcome, and hands a granted
+// lock to the client.
+func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error) {
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.mu.Lock()
+	over := ss.over
+	ss.mu.Unlock()
+	if over {
+		_ = lk.Unlock()
+		ss.fail(id, dlm.ErrSessionEnded)
+		return
+	}
+	if err := lk.Err(); err != nil {
+		// Lost before the client was told of it (lockLost has told it of
+		// a lock it never saw, which it ignores).
+		_ = lk.Unlock()
+		ss.fail(id, err)
+		return
+	}
+	if note != nil {
+		note.granted(lk.ID())
+	}
+	ss.replyGrant(id, lk, false)
+}
+
+// okMsg is every ClientOK: a message is only read, to be encoded.
+var okMsg = &wire.ClientOK{}
+
+// grants recycles the ClientGrant replies: send encodes a message before
+// it returns, and keeps nothing of it.
+var grants = sync.Pool{New: func() any { return new(wire.ClientGrant) }}
+
+// replyGrant answers id with lk's state.
+func (ss *session) replyGrant(id uint64, lk *dlm.Lock, block bool) {
+	g := grants.Get().(*wire.ClientGrant)
+	v, ok := lk.Value()
+	*g = wire.ClientGrant{Lock: lk.ID(), Mode: lk.Mode(), Token: lk.Token(), Demoted: lk.Demoted(),
+		LVB: v, LVBSeq: lk.ValueSeq(), LVBFlags: wire.LVBPresent}
+	if ok {
+		g.LVBFlags |= wire.LVBValid
+	}
+	ss.reply(id, g, block)
+	*g = wire.ClientGrant{}
+	grants.Put(g)
+}
+
+// heldLock returns the session's lock of that id: the session's books
+// are its dlm session's.
+func (ss *session) heldLock(id uint64) (*dlm.Lock, error) {
+	if lk := ss.ds.Lock(id); lk != nil {
+		return lk, nil
+	}
+	return nil, fmt.Errorf("%w: the session holds no lock %d", dlm.ErrNotHeld, id)
+}
+
+func (ss *session) convert(id uint64, m *wire.ClientConvert) {
+	lk, err := ss.heldLock(m.Lock)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	var opts []dlm.LockOption
+	if m.Flags&wire.ClientQueue != 0 {
+		opts = append(opts, dlm.QueueConvert())
+	}
+	if m.Flags&wire.ClientDemote != 0 {
+		opts = append(opts, dlm.DemoteOnDeadlock())
+	}
+	if err := ss.reserve(id, nil); err != nil {
+		ss.fail(id, err)
+		return
+	}
+	done := func(lk *dlm.Lock, err error) {
+		ss.release(id)
+		ss.converted(id, lk, err)
+	}
+	var cancel func()
+	if m.Flags&wire.ClientTry != 0 {
+		cancel = lk.TryConvertAsync(ss.waitCtx(m.Timeout), m.Mode, done, opts...)
+	} else {
+		cancel = lk.ConvertAsync(ss.waitCtx(m.Timeout), m.Mode, done, opts...)
+	}
+	ss.setCancel(id, cancel)
+}
+
+func (ss *session) converted(id uint64, lk *dlm.Lock, err error) {
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.replyGrant(id, lk, false)
+}
+
+func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
+	if m.Lock&(1<<63) != 0 && ss.releaseHold(m.Lock) {
+		ss.reply(id, okMsg, false)
+		return
+	}
+	lk, err := ss.heldLock(m.Lock)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	if err := lk.Unlock(); err != nil { // ErrBusy: a conversion is in progress, the lock stays
+		ss.fail(id, err)
+		return
+	}
+	ss.reply(id, okMsg, false)
+}
+
+func (ss *session) cancel(id uint64, m *wire.ClientCancel) {
+	ss.mu.Lock()
+	var cancel func()
+	if o := ss.pending[m.Request]; o != nil {
+		cancel = o.cancel
+	}
+	ss.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	// The withdrawn request answers for itself: cancelled, or granted if
+	// the grant came first. A request no longer waiting has its answer.
+	ss.reply(id, okMsg, false)
+}
+
+func (ss *session) value(id uint64, m *wire.ClientValue) {
+	if g, ok := ss.holdState(m.Lock); ok {
+		ss.reply(id, g, false)
+		return
+	}
+	lk, err := ss.heldLock(m.Lock)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.replyGrant(id, lk, false)
+}
+
+func (ss *session) setValue(id uint64, m *wire.ClientSetValue) {
+	lk, err := ss.heldLock(m.Lock)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	if m.LVBOp == wire.LVBInvalidate {
+		lk.InvalidateValue()
+	} else if err := lk.SetValue(m.LVB); err != nil {
+		ss.fail(id, err)
+		return
+	}
+	ss.reply(id, okMsg, false)
+}
+
+// keepAlive renews the session at its masters (or a lock's own TTL) and
+// tells the client how long it may trust its locks from its request on.
+func (ss *session) keepAlive(id uint64, m *wire.ClientKeepAlive) {
+	var lk *dlm.Lock
+	if m.Lock != 0 {
+		var err error
+		if lk, err = ss.heldLock(m.Lock); err != nil {
+			ss.fail(id, err)
+			return
+		}
+	}
+	ctx, err := ss.startOp(id, int64(ss.ttl/2))
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	go func() {
+		defer ss.endOp(id)
+		var err error
+		if lk != nil {
+			err = lk.Renew(ctx)
+		} else {
+			err = ss.ds.Renew(ctx)
+		}
+		if err != nil {
+			ss.reply(id, errorMsg(err), true)
+			return
+		}
+		lease, err := ss.lease()
+		if err != nil {
+			ss.reply(id, errorMsg(err), true)
+			return
+		}
+		ss.reply(id, &wire.ClientAlive{Lease: int64(lease)}, true)
+	}()
+}
+
+func (ss *session) describe(id uint64, m *wire.ClientDescribe) {
+	ls, err := ss.lockspace(m.Lockspace)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	r := &wire.ClientResource{Master: ls.MasterOf(m.Resource)}
+	if rs, ok := ls.Dump(m.Resource); ok {
+		// The dump says how the value block stands, not what it holds.
+		r.Known, r.LVBSeq = true, rs.Value.Seq
+		if rs.Value.Valid {
+			r.LVBFlags = wire.LVBValid
+		}
+		for q, locks := range [][]dlm.LockInfo{rs.Granted, rs.Converting, rs.Waiting} {
+			for _, l := range locks {
+				if len(r.Locks) < wire.MaxDescribed {
+					r.Locks = append(r.Locks, wire.ClientDescribedLock{Queue: uint8(q) + wire.QueueGranted, Granted: l.Mode, Requested: l.Requested})
+				}
+			}
+		}
+	}
+	ss.reply(id, r, false)
+}
+
+// bye ends the session at the client's request.
+func (ss *session) bye(c *conn, id uint64) {
+	ss.mu.Lock()
+	ss.c = nil // nothing more for the client but the answer
+	ss.mu.Unlock()
+	ss.end()
+	c.w.queue(wire.Header{ID: id, Reply: true}, okMsg, false)
+	c.w.finish()
+}

@@ -1,0 +1,245 @@
+package clientport
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/transport/wire"
+)
+
+// session is a client's session at the agent: a dlm.Session of the node,
+// the locks the client holds in it (by their node lock id, the handle the
+// client names them by), its requests still waiting, and the connection
+// it is reached through, if any.
+type session struct {
+	srv *Server
+	id  uint64
+	key uint64
+	ttl time.Duration
+	ds  *dlm.Session
+	in  dlm.LockOption // dlm.InSession(ds), made once
+
+	mu      sync.Mutex
+	c       *conn            // nil while the client is away
+	outbox  []byte           // frames for the client while it is away
+	holds   map[uint64]*hold // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
+	pending map[uint64]*op   // waiting requests, by request id
+	waiting int              // of which lock requests (they count against MaxLocks)
+	owners  map[ownerKey]*dlm.Owner
+	last    uint64 // highest request id read
+	over    bool   // the session ended
+}
+
+type ownerKey struct {
+	lockspace string
+	id        uint64
+}
+
+// op is a request that waits: a lock, a conversion or a renewal.
+type op struct {
+	cancel func() // withdraws it (ClientCancel, the session's end)
+	stop   func() // ends its context once answered (a renewal's), or nil
+}
+
+// errSessionGone: a ClientHello resumes a session this agent does not have
+// (expired, or never was), or with the wrong key.
+var errSessionGone = errors.New("no such session to resume")
+
+// errNoSession: the agent cannot open sessions (its node is closing).
+var errNoSession = errors.New("the agent opens no session")
+
+// openSession resumes the session a ClientHello names, or starts one.
+func (s *Server) openSession(h *wire.ClientHello) (*session, bool, error) {
+	if h.Session != 0 {
+		if ss := s.session(h.Session); ss != nil && ss.ds.Err() == nil {
+			var a, b [8]byte
+			binary.BigEndian.PutUint64(a[:], ss.key)
+			binary.BigEndian.PutUint64(b[:], h.Key)
+			if subtle.ConstantTimeCompare(a[:], b[:]) == 1 {
+				s.met.resumed.Inc()
+				return ss, true, nil
+			}
+			return nil, false, fmt.Errorf("%w: wrong key for session %x", errSessionGone, h.Session)
+		}
+		// Expired or unknown: a new session; the Welcome says it is not
+		// the old one, and the client then knows its locks are gone.
+	}
+	ttl := time.Duration(h.TTL)
+	switch {
+	case ttl == 0:
+		ttl = s.cfg.DefaultTTL
+	case ttl < s.cfg.MinTTL:
+		ttl = s.cfg.MinTTL
+	case ttl > s.cfg.MaxTTL:
+		ttl = s.cfg.MaxTTL
+	}
+	ss := &session{srv: s, id: random64(), key: random64(), ttl: ttl}
+	ds, err := s.node.NewSession(ttl, dlm.OnLockLost(ss.lockLost), dlm.OnSessionEnd(ss.ended))
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", errNoSession, err)
+	}
+	ss.ds, ss.in = ds, dlm.InSession(ds)
+	s.addSession(ss)
+	return ss, false, nil
+}
+
+func random64() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
+// attach makes c the session's connection and answers the ClientHello
+// (request id) with the Welcome, followed by whatever was queued while the
+// client was away.
+func (ss *session) attach(c *conn, id uint64, resumed bool) error {
+	lease, err := ss.lease()
+	if err != nil {
+		return err // ending, or the agent has no quorum: nothing to trust
+	}
+	ss.mu.Lock()
+	old := ss.c
+	ss.c = c
+	c.s = ss
+	w := &wire.ClientWelcome{
+		Session: ss.id, Key: ss.key, TTL: int64(ss.ttl), Lease: int64(lease),
+		Node: ss.srv.node.Name(), Resumed: resumed, LastRequest: ss.last,
+		MaxLocks: uint32(ss.srv.cfg.MaxLocks), MaxPending: uint32(ss.srv.cfg.MaxPending), MaxFrame: uint32(ss.srv.cfg.MaxFrame),
+	}
+	ss.last = max(ss.last, id)
+	c.w.beginBatch()
+	c.w.queue(wire.Header{ID: id, Reply: true}, w, false)
+	if len(ss.outbox) > 0 {
+		c.w.queueRaw(ss.outbox)
+		ss.outbox = nil
+	}
+	ss.mu.Unlock()
+	c.w.endBatch()
+	if old != nil {
+		old.close() // a client that came back before its old connection was seen to die
+	}
+	return nil
+}
+
+// detach leaves the session waiting for a resume, if c is still its
+// connection.
+func (ss *session) detach(c *conn) {
+	ss.mu.Lock()
+	if ss.c == c {
+		ss.c = nil
+	}
+	ss.mu.Unlock()
+}
+
+// send queues a frame for the client: on its connection, or in the outbox
+// while it is away. block says the caller may write it itself.
+func (ss *session) send(h wire.Header, m wire.Message, block bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.c != nil {
+		ss.c.w.queue(h, m, block)
+		return
+	}
+	if ss.over {
+		return
+	}
+	b, err := wire.AppendFrame(ss.outbox, h, m, &ss.srv.limits)
+	if err != nil {
+		return
+	}
+	ss.outbox = b
+	if len(ss.outbox) > ss.srv.cfg.MaxOutbox {
+		// Away too long with too much happening: give it up.
+		ss.outbox = nil
+		ss.srv.met.refused[refusedSlowClient].Inc()
+		go ss.end()
+	}
+}
+
+// reply answers request id.
+func (ss *session) reply(id uint64, m wire.Message, block bool) {
+	ss.send(wire.Header{ID: id, Reply: true}, m, block)
+}
+
+// lease is how long the client may trust its locks from now: until the
+// session's lease ends at its masters' side, or the node's quorum lease
+// does, whichever comes first.
+func (ss *session) lease() (time.Duration, error) {
+	end := ss.ds.LeaseEnds()
+	if end.IsZero() {
+		if err := ss.ds.Err(); err != nil {
+			return 0, err
+		}
+		return 0, dlm.ErrSessionEnded
+	}
+	q, held := ss.srv.node.QuorumLease()
+	if !held {
+		return 0, fmt.Errorf("%w: the agent holds no quorum lease", dlm.ErrNoQuorum)
+	}
+	if !q.IsZero() && q.Before(end) {
+		end = q
+	}
+	d := time.Until(end)
+	if d <= 0 {
+		return 0, fmt.Errorf("%w: the agent's lease is ending", dlm.ErrNoQuorum)
+	}
+	return d, nil
+}
+
+// lockLost runs on the node's callback goroutine for every lock of the
+// session that is lost: the client is told, and the lock forgotten (its
+// Unlock ends it in the node's books, telling its master if it still
+// has it).
+func (ss *session) lockLost(lk *dlm.Lock, why error) {
+	_ = lk.Unlock()
+	ss.send(wire.Header{}, &wire.ClientLost{Lock: lk.ID(), Code: codeOf(why), Text: truncate(why.Error())}, false)
+}
+
+// ended runs once the session's dlm session ended (expired, or closed).
+func (ss *session) ended(why error) {
+	ss.mu.Lock()
+	ss.over = true
+	c := ss.c
+	ss.outbox = nil
+	holds := ss.holds
+	ss.holds = nil
+	ss.mu.Unlock()
+	for _, h := range holds {
+		h.release()
+	}
+	ss.srv.removeSession(ss)
+	if c != nil {
+		c.w.queue(wire.Header{}, &wire.ClientError{Code: wire.CodeSessionEnded, Text: truncate(why.Error())}, false)
+		c.w.finish()
+	}
+}
+
+// end ends the session now: its locks released, its waiting requests
+// failed.
+func (ss *session) end() {
+	ss.mu.Lock()
+	pending := make([]*op, 0, len(ss.pending))
+	for _, o := range ss.pending {
+		pending = append(pending, o)
+	}
+	ss.mu.Unlock()
+	_ = ss.ds.Close()
+	for _, o := range pending {
+		if o.cancel != nil {
+			o.cancel()
+		}
+	}
+	ss.mu.Lock()
+	holds := ss.holds
+	ss.holds = nil
+	ss.mu.Unlock()
+	for _, h := range holds {
+		h.release()
+	}
+}

@@ -1,0 +1,173 @@
+package wire
+
+import "fmt"
+
+// ClientHello opens a client connection: it must be the first frame, a
+// request. It starts a session or resumes one the agent still keeps.
+type ClientHello struct {
+	Name    string // the client's name, for the agent's logs; ≤ MaxNodeName bytes
+	Token   string // the agent's shared token, if it has one; ≤ MaxToken bytes
+	TTL     int64  // ns the session lives without a keep-alive; 0 = the agent's default
+	Session uint64 // a session to resume; 0 = a new session
+	Key     uint64 // the resume key the Welcome of Session gave; 0 with Session 0
+}
+
+const clientHelloFields = 5
+
+// Type implements Message.
+func (*ClientHello) Type() Type { return TypeClientHello }
+
+func (*ClientHello) name() string { return "client_hello" }
+
+// Validate implements Message.
+func (m *ClientHello) Validate(*Limits) error {
+	switch {
+	case len(m.Name) > MaxNodeName:
+		return fmt.Errorf("%w: client name of %d bytes, limit %d", ErrInvalid, len(m.Name), MaxNodeName)
+	case len(m.Token) > MaxToken:
+		return fmt.Errorf("%w: token of %d bytes, limit %d", ErrInvalid, len(m.Token), MaxToken)
+	case (m.Session == 0) != (m.Key == 0):
+		return fmt.Errorf("%w: a session to resume needs its key, and only then", ErrInvalid)
+	}
+	return checkDuration("ttl", m.TTL)
+}
+
+func (m *ClientHello) appendBody(b []byte) []byte {
+	b = appendArrayLen(b, clientHelloFields)
+	b = appendStr(b, m.Name)
+	b = appendStr(b, m.Token)
+	b = appendInt(b, m.TTL)
+	b = appendUint(b, m.Session)
+	return appendUint(b, m.Key)
+}
+
+func (m *ClientHello) decodeBody(r *reader, d *Decoder) error {
+	f := fieldReader{r: r, d: d}
+	f.array(clientHelloFields)
+	m.Name = f.str("name", MaxNodeName)
+	m.Token = f.str("token", MaxToken)
+	m.TTL = f.int64()
+	m.Session = f.uint64()
+	m.Key = f.uint64()
+	return f.err
+}
+
+// ClientWelcome answers a ClientHello: the session the connection carries
+// and the agent's limits for it.
+type ClientWelcome struct {
+	Session uint64 // the session's id, ≠ 0
+	Key     uint64 // the key that resumes it (ClientHello.Key), ≠ 0
+	TTL     int64  // ns the session lives without a keep-alive, > 0
+	// Lease is how long, in ns from when the client sent the Hello, it may
+	// trust its locks without a newer ClientAlive (see docs/protocol.md), > 0.
+	Lease       int64
+	Node        string // the agent's node name, 1..MaxNodeName bytes
+	Resumed     bool   // the session existed and keeps its locks
+	LastRequest uint64 // highest request id of the session the agent has read
+	MaxLocks    uint32 // locks the session may hold or wait for
+	MaxPending  uint32 // requests the session may have unanswered at once
+	MaxFrame    uint32 // the largest frame the agent accepts
+}
+
+const clientWelcomeFields = 10
+
+// Type implements Message.
+func (*ClientWelcome) Type() Type { return TypeClientWelcome }
+
+func (*ClientWelcome) name() string { return "client_welcome" }
+
+// Validate implements Message.
+func (m *ClientWelcome) Validate(*Limits) error {
+	switch {
+	case m.Session == 0 || m.Key == 0:
+		return fmt.Errorf("%w: session and key must be non-zero", ErrInvalid)
+	case m.TTL <= 0 || m.Lease <= 0:
+		return fmt.Errorf("%w: TTL %d and lease %d must be positive", ErrInvalid, m.TTL, m.Lease)
+	}
+	return checkName("node", m.Node, MaxNodeName)
+}
+
+func (m *ClientWelcome) appendBody(b []byte) []byte {
+	b = appendArrayLen(b, clientWelcomeFields)
+	b = appendUint(b, m.Session)
+	b = appendUint(b, m.Key)
+	b = appendInt(b, m.TTL)
+	b = appendInt(b, m.Lease)
+	b = appendStr(b, m.Node)
+	b = appendBool(b, m.Resumed)
+	b = appendUint(b, m.LastRequest)
+	b = appendUint(b, uint64(m.MaxLocks))
+	b = appendUint(b, uint64(m.MaxPending))
+	return appendUint(b, uint64(m.MaxFrame))
+}
+
+func (m *ClientWelcome) decodeBody(r *reader, d *Decoder) error {
+	f := fieldReader{r: r, d: d}
+	f.array(clientWelcomeFields)
+	m.Session = f.uint64()
+	m.Key = f.uint64()
+	m.TTL = f.int64()
+	m.Lease = f.int64()
+	m.Node = f.intern("node", MaxNodeName)
+	m.Resumed = f.bool()
+	m.LastRequest = f.uint64()
+	m.MaxLocks = f.uint32()
+	m.MaxPending = f.uint32()
+	m.MaxFrame = f.uint32()
+	return f.err
+}
+
+// ClientKeepAlive renews the session (Lock 0) or one lock's own TTL.
+type ClientKeepAlive struct {
+	Lock uint64 // a lock of the session with a TTL of its own; 0 = the session
+}
+
+// Type implements Message.
+func (*ClientKeepAlive) Type() Type { return TypeClientKeepAlive }
+
+func (*ClientKeepAlive) name() string { return "client_keep_alive" }
+
+// Validate implements Message.
+func (*ClientKeepAlive) Validate(*Limits) error { return nil }
+
+func (m *ClientKeepAlive) appendBody(b []byte) []byte {
+	return appendUint(appendArrayLen(b, 1), m.Lock)
+}
+
+func (m *ClientKeepAlive) decodeBody(r *reader, d *Decoder) error {
+	f := fieldReader{r: r, d: d}
+	f.array(1)
+	m.Lock = f.uint64()
+	return f.err
+}
+
+// ClientAlive answers a ClientKeepAlive: the renewal went through.
+type ClientAlive struct {
+	// Lease is how long, in ns from when the client sent the keep-alive,
+	// it may trust its locks, > 0.
+	Lease int64
+}
+
+// Type implements Message.
+func (*ClientAlive) Type() Type { return TypeClientAlive }
+
+func (*ClientAlive) name() string { return "client_alive" }
+
+// Validate implements Message.
+func (m *ClientAlive) Validate(*Limits) error {
+	if m.Lease <= 0 {
+		return fmt.Errorf("%w: lease %d must be positive", ErrInvalid, m.Lease)
+	}
+	return nil
+}
+
+func (m *ClientAlive) appendBody(b []byte) []byte {
+	return appendInt(appendArrayLen(b, 1), m.Lease)
+}
+
+func (m *ClientAlive) decodeBody(r *reader, d *Decoder) error {
+	f := fieldReader{r: r, d: d}
+	f.array(1)
+	m.Lease = f.int64()
+	return f.err
+}

@@ -1,0 +1,128 @@
+package wire
+
+import (
+	"errors"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// testDecoder decodes the messages of both protocols, for tests that go
+// through every type.
+func testDecoder(l Limits) *Decoder {
+	d := NewDecoder(l)
+	d.kinds = kindLink | kindClient
+	return d
+}
+
+// A link's decoder refuses the client protocol's messages and a client
+// port's decoder the links', so neither end can be made to handle the
+// other's.
+func TestClientAndLinkDecodersAreSeparate(t *testing.T) {
+	l := DefaultLimits()
+	for _, m := range samples() {
+		frame := mustFrame(t, Header{ID: 1}, m)
+		_, _, lerr := NewDecoder(l).DecodeFrame(frame)
+		_, _, cerr := NewClientDecoder(l).DecodeFrame(frame)
+		if m.Type().Client() {
+			if !errors.Is(lerr, ErrUnknownType) || cerr != nil {
+				t.Errorf("%v: link decoder %v, client decoder %v", m.Type(), lerr, cerr)
+			}
+		} else if lerr != nil || !errors.Is(cerr, ErrUnknownType) {
+			t.Errorf("%v: link decoder %v, client decoder %v", m.Type(), lerr, cerr)
+		}
+	}
+}
+
+// knownTypes lists every type this build decodes, of both protocols.
+func knownTypes() []Type {
+	var ts []Type
+	for ty := Type(1); ty < clientTypeEnd; ty++ {
+		if ty.Known() {
+			ts = append(ts, ty)
+		}
+	}
+	return ts
+}
+
+func genText(max int) *rapid.Generator[string] {
+	return rapid.StringN(0, max, max).Filter(func(s string) bool { return len(s) <= max })
+}
+
+func genCode() *rapid.Generator[ClientCode] {
+	return rapid.Custom(func(t *rapid.T) ClientCode { return ClientCode(rapid.Uint8Range(1, uint8(codeEnd)-1).Draw(t, "code")) })
+}
+
+// genClientMessage draws a valid client protocol message of type ty.
+func genClientMessage(t *rapid.T, l Limits, ty Type) Message {
+	ls := genName(MaxLockspace).Draw(t, "lockspace")
+	res := genName(l.MaxName).Draw(t, "resource")
+	lock := genLock().Draw(t, "lock")
+	dur := rapid.Int64Min(0)
+	switch ty {
+	case TypeClientHello:
+		m := &ClientHello{Name: genText(MaxNodeName).Draw(t, "name"), Token: genText(MaxToken).Draw(t, "token"), TTL: dur.Draw(t, "ttl")}
+		if rapid.Bool().Draw(t, "resume") {
+			m.Session, m.Key = rapid.Uint64Min(1).Draw(t, "session"), rapid.Uint64Min(1).Draw(t, "key")
+		}
+		return m
+	case TypeClientWelcome:
+		return &ClientWelcome{Session: rapid.Uint64Min(1).Draw(t, "session"), Key: rapid.Uint64Min(1).Draw(t, "key"),
+			TTL: rapid.Int64Min(1).Draw(t, "ttl"), Lease: rapid.Int64Min(1).Draw(t, "lease"), Node: genName(MaxNodeName).Draw(t, "node"),
+			Resumed: rapid.Bool().Draw(t, "resumed"), LastRequest: rapid.Uint64().Draw(t, "last"), MaxLocks: rapid.Uint32().Draw(t, "locks"),
+			MaxPending: rapid.Uint32().Draw(t, "pending"), MaxFrame: rapid.Uint32().Draw(t, "frame")}
+	case TypeClientKeepAlive:
+		return &ClientKeepAlive{Lock: rapid.Uint64().Draw(t, "lock")}
+	case TypeClientAlive:
+		return &ClientAlive{Lease: rapid.Int64Min(1).Draw(t, "lease")}
+	case TypeClientLock:
+		return &ClientLock{Lockspace: ls, Resource: res, Mode: genMode().Draw(t, "mode"), Flags: rapid.Uint32Range(0, clientLockFlags).Draw(t, "flags") & clientLockFlags,
+			Timeout: dur.Draw(t, "timeout"), TTL: dur.Draw(t, "ttl"), Owner: rapid.Uint64().Draw(t, "owner")}
+	case TypeClientConvert:
+		return &ClientConvert{Lock: lock, Mode: genMode().Draw(t, "mode"), Flags: rapid.Uint32Range(0, clientConvFlags).Draw(t, "flags") & clientConvFlags, Timeout: dur.Draw(t, "timeout")}
+	case TypeClientUnlock:
+		return &ClientUnlock{Lock: lock}
+	case TypeClientCancel:
+		return &ClientCancel{Request: rapid.Uint64Min(1).Draw(t, "request")}
+	case TypeClientGrant:
+		lvb, flags := genLVBBlock(t, l)
+		return &ClientGrant{Lock: lock, Mode: genMode().Draw(t, "mode"), Token: rapid.Uint64().Draw(t, "token"), Demoted: rapid.Bool().Draw(t, "demoted"),
+			LVB: lvb, LVBSeq: rapid.Uint64().Draw(t, "seq"), LVBFlags: flags}
+	case TypeClientValue:
+		return &ClientValue{Lock: lock}
+	case TypeClientSetValue:
+		lvb, op := genLVB(t, l)
+		if op == LVBNone {
+			op = LVBInvalidate
+		}
+		return &ClientSetValue{Lock: lock, LVBOp: op, LVB: lvb}
+	case TypeClientDescribe:
+		return &ClientDescribe{Lockspace: ls, Resource: res}
+	case TypeClientResource:
+		m := &ClientResource{Master: genName(MaxNodeName).Draw(t, "master")}
+		if rapid.Bool().Draw(t, "known") {
+			m.Known = true
+			m.LVB, m.LVBFlags = genLVBBlock(t, l)
+			m.LVBSeq = rapid.Uint64().Draw(t, "seq")
+			m.Locks = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) ClientDescribedLock {
+				q, granted := genQueued(t)
+				return ClientDescribedLock{Queue: q, Granted: granted, Requested: genMode().Draw(t, "requested")}
+			}), 0, 40).Draw(t, "locks")
+			if len(m.Locks) == 0 {
+				m.Locks = nil
+			}
+		}
+		return m
+	case TypeClientOK:
+		return &ClientOK{}
+	case TypeClientError:
+		return &ClientError{Code: genCode().Draw(t, "code"), Text: genText(MaxErr).Draw(t, "text")}
+	case TypeClientBlocking:
+		return &ClientBlocking{Lock: lock, Mode: genMode().Draw(t, "mode")}
+	case TypeClientBye:
+		return &ClientBye{}
+	case TypeClientLost:
+		return &ClientLost{Lock: lock, Code: genCode().Draw(t, "code"), Text: genText(MaxErr).Draw(t, "text")}
+	}
+	panic("genClientMessage: no generator for " + ty.String())
+}
