@@ -1,3 +1,5 @@
+//go:build unix
+
 package client
 
 import (
@@ -24,6 +26,14 @@ import (
 // production: a SIGKILL, a SIGSTOP, not a connection closed in-process.
 
 const helperEnv = "DLM_CLIENT_TEST_HELPER"
+
+// maybeHelper runs this process as a client process of a test, and exits,
+// if the test started it as one.
+func maybeHelper() {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperMain())
+	}
+}
 
 // helperMain is a client process: it locks DLM_HELPER_RESOURCE EX through
 // DLM_HELPER_ADDR in a session of DLM_HELPER_TTL, prints its token, writes
