@@ -420,7 +420,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				continue // sent again once reconnected
 			}
 		}
-		err = cn.await(ctx, cl)
+		_ = cn.await(ctx, cl) // the outcome is read from cl below
 		c.mu.Lock()
 		done, cerr := cl.done, cl.err
 		if done {

@@ -103,7 +103,6 @@ type raw struct {
 	dec  *wire.Decoder
 	l    wire.Limits
 	next uint64
-	buf  []byte
 }
 
 func (p *port) dialRaw() *raw {

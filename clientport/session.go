@@ -30,7 +30,6 @@ type session struct {
 	outbox  []byte           // frames for the client while it is away
 	holds   map[uint64]*hold // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
 	pending map[uint64]*op   // waiting requests, by request id
-	waiting int              // of which lock requests (they count against MaxLocks)
 	owners  map[ownerKey]*dlm.Owner
 	last    uint64 // highest request id read
 	over    bool   // the session ended

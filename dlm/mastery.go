@@ -39,14 +39,7 @@ func (s *bucketSet) count() int {
 	return n
 }
 
-// and returns s ∩ o; minus, s \ o.
-func (s bucketSet) and(o bucketSet) bucketSet {
-	for i := range s {
-		s[i] &= o[i]
-	}
-	return s
-}
-
+// minus returns s \ o.
 func (s bucketSet) minus(o bucketSet) bucketSet {
 	for i := range s {
 		s[i] &^= o[i]

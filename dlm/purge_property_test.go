@@ -83,7 +83,7 @@ func TestPurgeWaitsForTheLockDelay(t *testing.T) {
 					lk, err := c.ls[h.waiter].Lock(bg, res, h.want)
 					r := result{at: time.Now(), err: err}
 					if err == nil {
-						err = lk.Unlock()
+						r.err = lk.Unlock()
 					}
 					results[i] <- r
 				}()

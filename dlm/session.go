@@ -81,12 +81,6 @@ func (ss *sessions) remove(s *Session) {
 	ss.mu.Unlock()
 }
 
-func (ss *sessions) count() int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return len(ss.all)
-}
-
 // stopAll ends every session's lease timer as the node shuts down; the
 // locks themselves were settled by Close or Halt.
 func (ss *sessions) stopAll() {
