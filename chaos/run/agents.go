@@ -38,27 +38,30 @@ type agentSpec struct {
 	extra []string
 }
 
-// agentAddrs picks the agents' addresses: their own IP in their namespace,
+// agentAddrs picks the members' addresses (gossip, link, admin and client
+// port; the last two only agents use): their own IP in their namespace,
 // or distinct loopback ports.
-func agentAddrs(lab *netlab.Lab, n int) (gossip, link, admin []string, err error) {
+func agentAddrs(lab *netlab.Lab, n int) (gossip, link, admin, client []string, err error) {
 	if lab != nil {
-		for _, nd := range lab.Nodes() {
+		for _, nd := range lab.Nodes()[:n] {
 			gossip = append(gossip, nd.IP+":7946")
 			link = append(link, nd.IP+":7947")
 			admin = append(admin, nd.IP+":7948")
+			client = append(client, nd.IP+":7949")
 		}
-		return gossip, link, admin, nil
+		return gossip, link, admin, client, nil
 	}
 	for range n {
-		ports, err := freePorts(3)
+		ports, err := freePorts(4)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		gossip = append(gossip, fmt.Sprintf("127.0.0.1:%d", ports[0]))
 		link = append(link, fmt.Sprintf("127.0.0.1:%d", ports[1]))
 		admin = append(admin, fmt.Sprintf("127.0.0.1:%d", ports[2]))
+		client = append(client, fmt.Sprintf("127.0.0.1:%d", ports[3]))
 	}
-	return gossip, link, admin, nil
+	return gossip, link, admin, client, nil
 }
 
 // freePorts returns n loopback ports free for TCP and UDP a moment ago.
@@ -92,15 +95,15 @@ func freePorts(n int) ([]int, error) {
 }
 
 // startAgents starts every agent; it does not wait for them.
-func startAgents(sup *proc.Supervisor, s agentSpec, gossip, link, admin []string) (*agents, error) {
+func startAgents(sup *proc.Supervisor, s agentSpec, gossip, link, admin, client []string) (*agents, error) {
 	a := &agents{sup: sup, lab: s.lab, gossip: gossip, admin: admin, readyWait: 30 * time.Second}
 	for i := range s.n {
 		name := s.members[i]
 		args := []string{"agent", "--name", name, "--members", strings.Join(s.members, ","),
 			"--seeds", strings.Join(s.seeds, ","), "--gossip-addr", gossip[i], "--link-addr", link[i],
-			"--admin-addr", admin[i], "--log-format", "json"}
+			"--admin-addr", admin[i], "--client-addr", client[i], "--log-format", "json"}
 		if s.lab != nil {
-			args = append(args, "--admin-insecure", "--insecure") // on the lab's private bridge
+			args = append(args, "--admin-insecure", "--insecure", "--client-insecure") // on the lab's private bridge
 		}
 		args = append(args, s.extra...)
 		spec := proc.Spec{Name: name, Path: s.bin, Args: args, Log: filepath.Join(s.dir, name+".log"),

@@ -83,11 +83,10 @@ func (c *cluster) Apply(f netlab.Faults) error {
 	return c.a.lab.Apply(f)
 }
 
-// Holder picks a long holder; its member is its worker.
+// Holder picks a long holder; its node is its worker, if that is a
+// member, or the agent its session is with.
 func (c *cluster) Holder(rng *rand.Rand) (nemesis.Holder, bool) {
-	h, ok := c.w.pick(rng)
-	h.Node = h.Worker
-	return h, ok
+	return c.w.pick(rng)
 }
 
 func (c *cluster) Arm(h nemesis.Holder) bool { return c.w.arm(h) }

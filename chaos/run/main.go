@@ -49,18 +49,27 @@ import (
 	"github.com/seed-a6839e30/dlm/internal/seam"
 )
 
+// clientDrift is the client workers' client.Config.ClockDrift: 5 %, five
+// times the default, so that the clients stop trusting their locks a
+// tenth of a session TTL before the agent ends the session, a margin
+// against the scheduling delays of a machine this loaded (see clientSpec).
+const clientDrift = 0.05
+
 type options struct {
 	nodes, clients, embedded int
 	workers, rounds          int
-	duration                 time.Duration
-	nemeses                  string
-	seed                     uint64
-	out                      string
-	dlmnode                  string
-	network                  string
-	control                  bool
-	settle, lease            time.Duration
-	pace                     string
+	// clientWorkers run clientClients workload clients through the
+	// agents' client ports, in sessions sessions each.
+	clientWorkers, clientClients, sessions int
+	duration                               time.Duration
+	nemeses                                string
+	seed                                   uint64
+	out                                    string
+	dlmnode                                string
+	network                                string
+	control                                bool
+	settle, lease                          time.Duration
+	pace                                   string
 }
 
 func main() {
@@ -83,6 +92,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.nodes, "nodes", 5, "agents to start (3..9)")
 	fs.IntVar(&o.clients, "clients", 10, "workload clients (register writers, mode mixers, counter incrementers by turns); election candidates, a reader and a probe per entry point come on top")
 	fs.IntVar(&o.workers, "workers", 2, "worker processes that run the clients, each through a cluster member of its own (in its own network namespace as root)")
+	fs.IntVar(&o.clientWorkers, "client-workers", 2, "worker processes whose clients lock through the agents' client ports (package client), not through a member of their own")
+	fs.IntVar(&o.clientClients, "client-clients", 10, "workload clients of the client workers, spread over them like -clients; each client worker runs an election candidate and a probe per session on top")
+	fs.IntVar(&o.sessions, "sessions", 2, "client sessions per client worker: session k of worker j dials every agent, starting with a home agent of its own")
 	fs.IntVar(&o.embedded, "embedded", 1, "cluster members in the harness itself (never faulted): one keeps the counter's value alive and reads it at the end, and each probes")
 	fs.IntVar(&o.rounds, "rounds", 1, "rounds (every nemesis once, in a shuffled order) struck at least, however short -duration")
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long to strike faults; the first round (every nemesis once) always completes")
@@ -113,6 +125,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-embedded %d: want 1..%d (fewer than the agents)", o.embedded, o.nodes-1)
 	case o.workers < 1 || o.workers > 4:
 		return o, fmt.Errorf("-workers %d: want 1..4", o.workers)
+	case o.clientWorkers < 0 || o.clientWorkers > 4:
+		return o, fmt.Errorf("-client-workers %d: want 0..4", o.clientWorkers)
+	case o.clientClients < 0 || o.clientClients > 200 || (o.clientWorkers > 0 && o.clientClients < 1):
+		return o, fmt.Errorf("-client-clients %d: want 1..200 (0 only without client workers)", o.clientClients)
+	case o.sessions < 1 || o.sessions > 8:
+		return o, fmt.Errorf("-sessions %d: want 1..8", o.sessions)
 	case o.rounds < 1 || o.rounds > 1000:
 		return o, fmt.Errorf("-rounds %d: want 1..1000", o.rounds)
 	case o.duration < 0 || o.duration > 24*time.Hour:
@@ -239,7 +257,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	}
 	defer logf.Close()
 	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	fmt.Fprintf(stdout, "chaos: seed %d, %d agents, %d worker processes, output in %s\n", o.seed, o.nodes, o.workers, o.out)
+	fmt.Fprintf(stdout, "chaos: seed %d, %d agents, %d member workers, %d client workers, output in %s\n", o.seed, o.nodes, o.workers, o.clientWorkers, o.out)
 
 	bin := o.dlmnode
 	if bin == "" {
@@ -260,7 +278,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	runID := "c" + hex.EncodeToString(idb[:])
 	var lab *netlab.Lab
 	if netlab.Inside() {
-		if lab, err = netlab.New(runID, o.nodes+o.workers, log); err != nil {
+		if lab, err = netlab.New(runID, o.nodes+o.workers+o.clientWorkers, log); err != nil {
 			return false, err
 		}
 	}
@@ -305,8 +323,9 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	defer cleanup()
 
 	// Names and addresses: the agents n1..nN, the workers' members
-	// w1..wW, the harness's members h1..hK.
-	gossip, link, admin, err := agentAddrs(lab, o.nodes+o.workers)
+	// w1..wW, the harness's members h1..hK; the client workers c1..cC
+	// are no members.
+	gossip, link, admin, clientAddr, err := agentAddrs(lab, o.nodes+o.workers)
 	if err != nil {
 		return false, err
 	}
@@ -336,7 +355,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		extra = append(extra, "--unsafe-no-lock-delay")
 	}
 	ag, err := startAgents(sup, agentSpec{bin: bin, n: o.nodes, members: members, seeds: seeds, dir: o.out, lab: lab, extra: extra},
-		gossip[:o.nodes], link[:o.nodes], admin[:o.nodes])
+		gossip[:o.nodes], link[:o.nodes], admin[:o.nodes], clientAddr[:o.nodes])
 	if err != nil {
 		return false, err
 	}
@@ -368,6 +387,46 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		}
 		ps := proc.Spec{Name: spec.Name, Path: self, Env: append(os.Environ(), workerEnv+"="+path),
 			Log: filepath.Join(o.out, spec.Name+".log")}
+		if lab != nil {
+			ps.Netns = lab.Nodes()[o.nodes+k].Netns
+		}
+		if err := ws.add(sup, ps); err != nil {
+			return false, err
+		}
+	}
+	// The client workers: their sessions spread over the agents.
+	// A session lives two leases at the agent without a renewal: its
+	// renewals reach every master of its locks, which on this loaded
+	// machine, under delay and loss, takes more than one lease now and
+	// then; a pause of the holder (2-3 leases) still outlives it, so the
+	// lock is another's by the time the paused holder writes.
+	sessionTTL := max(time.Second, 2*o.lease)
+	var clientNodes [][]string
+	for j := range o.clientWorkers {
+		k := o.workers + j
+		wl := wcfg
+		wl.Clients = o.clientClients / o.clientWorkers
+		if j < o.clientClients%o.clientWorkers {
+			wl.Clients++
+		}
+		wl.Keeper, wl.Candidates, wl.Readers = false, 1, 0
+		wl.FirstID, wl.Seed = 100000*(k+1), o.seed+uint64(k+1)
+		name := fmt.Sprintf("c%d", j+1)
+		spec := workerSpec{Name: name, Origin: origin.UnixNano(), Dir: o.out,
+			Control: ctlLn.Addr().String(), Store: storeLn.Addr().String(), Workload: wl,
+			Client: &clientSpec{Addrs: clientAddr[:o.nodes], Agents: members[:o.nodes], Home: j * o.sessions,
+				Sessions: o.sessions, SessionTTL: sessionTTL, ClockDrift: clientDrift}}
+		var nodes []string
+		for s := range o.sessions {
+			nodes = append(nodes, fmt.Sprintf("%s-%d", name, s+1))
+		}
+		clientNodes = append(clientNodes, nodes)
+		path, err := writeSpec(o.out, spec)
+		if err != nil {
+			return false, err
+		}
+		ps := proc.Spec{Name: name, Path: self, Env: append(os.Environ(), workerEnv+"="+path),
+			Log: filepath.Join(o.out, name+".log")}
 		if lab != nil {
 			ps.Netns = lab.Nodes()[o.nodes+k].Netns
 		}
@@ -408,12 +467,12 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	if err := ag.waitReady(ctx); err != nil {
 		return false, err
 	}
-	for k := range o.workers {
+	for k := range o.workers + o.clientWorkers {
 		if err := ws.waitReady(ctx, k); err != nil {
 			return false, err
 		}
 	}
-	fmt.Fprintf(stdout, "chaos: %d agents and %d workers ready%s\n", o.nodes, o.workers,
+	fmt.Fprintf(stdout, "chaos: %d agents, %d member workers and %d client workers ready%s\n", o.nodes, o.workers, o.clientWorkers,
 		map[bool]string{true: " (each in its own network namespace)", false: " (loopback)"}[lab != nil])
 
 	// The harness's own history (the nemeses, the counter's keeper, a
@@ -445,7 +504,10 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	for i := range cl.Procs() {
 		procNames = append(procNames, cl.Name(i))
 	}
-	rec := newRecorder(h, procNames, cl.Procs(), o.embedded)
+	rec := newRecorder(h, procNames, o.nodes+o.workers, o.embedded)
+	for j, nodes := range clientNodes {
+		rec.sessions(o.nodes+o.workers+j, nodes)
+	}
 
 	// Warm up, then the schedule.
 	sleepCtx(ctx, 2*time.Second)
@@ -546,7 +608,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	if lab == nil {
 		rep.Notes = append(rep.Notes, "network nemeses skipped: not root (or -network off)")
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("clients run in %d worker processes, each through a cluster member of its own; %d more member(s) in the harness keep the counter and probe", o.workers, o.embedded))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("clients run in %d worker processes, each through a cluster member of its own, and in %d client workers through the agents' client ports (package client, %d sessions each, session TTL %v); %d more member(s) in the harness keep the counter and probe", o.workers, o.clientWorkers, o.sessions, sessionTTL, o.embedded))
 	if err := report.Write(o.out, rep); err != nil {
 		return false, err
 	}

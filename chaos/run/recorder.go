@@ -16,8 +16,10 @@ type recorder struct {
 	h *check.History
 	// names of the processes, by index: the first members of them are
 	// cluster members; embedded more members live in the harness, always
-	// up and connected.
+	// up and connected. nodes are the history's nodes of each process (a
+	// worker of the client protocol has one per session; else its name).
 	names             []string
+	nodes             [][]string
 	members, embedded int
 
 	mu      sync.Mutex
@@ -28,7 +30,7 @@ type recorder struct {
 }
 
 func newRecorder(h *check.History, names []string, members, embedded int) *recorder {
-	return &recorder{h: h, names: names, members: members, embedded: embedded, in: true}
+	return &recorder{h: h, names: names, nodes: make([][]string, len(names)), members: members, embedded: embedded, in: true}
 }
 
 func (r *recorder) Fault(k nemesis.Kind, node int, res, text string) time.Duration {
@@ -39,8 +41,28 @@ func (r *recorder) Fault(k nemesis.Kind, node int, res, text string) time.Durati
 	return t
 }
 
-func (r *recorder) Crash(proc int)  { r.h.Crash(r.names[proc]) }
-func (r *recorder) Freeze(proc int) { r.h.Freeze(r.names[proc]) }
+// sessions names the history's nodes of process i, other than its name:
+// a client worker's sessions.
+func (r *recorder) sessions(i int, nodes []string) { r.nodes[i] = nodes }
+
+func (r *recorder) nodesOf(proc int) []string {
+	if len(r.nodes[proc]) > 0 {
+		return r.nodes[proc]
+	}
+	return []string{r.names[proc]}
+}
+
+func (r *recorder) Crash(proc int) {
+	for _, n := range r.nodesOf(proc) {
+		r.h.Crash(n)
+	}
+}
+
+func (r *recorder) Freeze(proc int) {
+	for _, n := range r.nodesOf(proc) {
+		r.h.Freeze(n)
+	}
+}
 
 func (r *recorder) Healed(k nemesis.Kind, text string) time.Duration {
 	t := r.h.Mark("nemesis", "healed: "+text)

@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/chaos/check"
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/workload"
+	"github.com/seed-a6839e30/dlm/client"
 	"github.com/seed-a6839e30/dlm/dlm"
 	"github.com/seed-a6839e30/dlm/internal/seam"
 )
@@ -37,8 +39,11 @@ type workerSpec struct {
 	// Control and Store are the harness's Unix sockets.
 	Control string `json:"control"`
 	Store   string `json:"store"`
-	// Member configures the cluster member the clients lock through.
+	// Member configures the cluster member the clients lock through;
+	// Client, if set instead, has them lock through agents' client
+	// ports.
 	Member   memberSpec      `json:"member"`
+	Client   *clientSpec     `json:"client,omitempty"`
 	Workload workload.Config `json:"workload"`
 }
 
@@ -51,6 +56,28 @@ type memberSpec struct {
 	Lease             time.Duration `json:"lease"`
 }
 
+// clientSpec is a worker whose clients lock through the client protocol:
+// Sessions clients of package client, each dialling every agent's client
+// port, starting with a home agent of its own (Home, Home+1, ...).
+type clientSpec struct {
+	Addrs  []string `json:"addrs"`  // the agents' client ports
+	Agents []string `json:"agents"` // their names, in the same order
+	Home   int      `json:"home"`
+	// Sessions is how many clients (sessions) the worker opens; its
+	// workload clients are spread over them.
+	Sessions int `json:"sessions"`
+	// SessionTTL is how long a session outlives its client at the agent:
+	// shorter than a pause, so that a paused holder's lock is given to
+	// another before it wakes.
+	SessionTTL time.Duration `json:"session_ttl"`
+	// ClockDrift is the clients' (client.Config.ClockDrift): how much
+	// sooner than the agent's answers allow they stop trusting their
+	// locks. It is also the margin against this process being
+	// descheduled, on a loaded machine, between its trust running out
+	// and its noticing (a pause, which the checks take as a belief).
+	ClockDrift float64 `json:"clock_drift"`
+}
+
 // ctlMsg is a line on a worker's control connection: an event from the
 // worker (Ev) or a command from the harness (Cmd).
 type ctlMsg struct {
@@ -59,6 +86,7 @@ type ctlMsg struct {
 	Worker  string         `json:"w,omitempty"`
 	Pid     int            `json:"pid,omitempty"`
 	Client  int            `json:"c,omitempty"`
+	Agent   int            `json:"a,omitempty"` // a hold's agent, plus one (0: none)
 	Res     string         `json:"r,omitempty"`
 	Token   uint64         `json:"tok,omitempty"`
 	OK      bool           `json:"ok,omitempty"`
@@ -146,32 +174,31 @@ func worker(specPath string, log *slog.Logger) error {
 	}
 	send(ctlMsg{Ev: "hello", Worker: spec.Name, Pid: pid})
 
-	cfg := dlm.DefaultConfig()
-	cfg.Name, cfg.Members, cfg.Seeds = spec.Name, spec.Member.Members, spec.Member.Seeds
-	cfg.GossipAddr, cfg.LinkAddr = spec.Member.GossipAddr, spec.Member.LinkAddr
-	if spec.Member.Lease > 0 {
-		cfg.Lease = spec.Member.Lease
-	}
-	cfg.Logger = log
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	if spec.Member.UnsafeNoLockDelay {
-		sctx = seam.WithoutLockDelay(sctx) // the control run only
-	}
-	node, err := dlm.Start(sctx, cfg)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("member %s: %w", spec.Name, err)
-	}
-	defer node.Close()
-	ls, err := node.Lockspace("chaos")
-	if err != nil {
-		return err
+	var services []workload.Service
+	if spec.Client != nil {
+		closeAll, svcs, err := dialAgents(ctx, spec.Name, *spec.Client, log)
+		defer closeAll()
+		if err != nil {
+			return err
+		}
+		services = svcs
+	} else {
+		node, err := startMember(ctx, spec, log)
+		if err != nil {
+			return err
+		}
+		defer node.Close()
+		ls, err := node.Lockspace("chaos")
+		if err != nil {
+			return err
+		}
+		services = []workload.Service{{Node: spec.Name, Agent: -1, LS: workload.Embedded(ls)}}
 	}
 	store := workload.NewRemoteStore(spec.Store)
 	defer store.Close()
 	hooks := workload.Hooks{
-		Hold: func(c int, res string, tok uint64, d time.Duration) {
-			send(ctlMsg{Ev: "hold", Client: c, Res: res, Token: tok, For: d})
+		Hold: func(c, agent int, res string, tok uint64, d time.Duration) {
+			send(ctlMsg{Ev: "hold", Client: c, Agent: agent + 1, Res: res, Token: tok, For: d})
 		},
 		Unhold:      func(c int) { send(ctlMsg{Ev: "unhold", Client: c}) },
 		Increment:   func(i check.Increment) { result(resultLine{Increment: &i}) },
@@ -188,7 +215,7 @@ func worker(specPath string, log *slog.Logger) error {
 	}
 	wl := spec.Workload
 	wl.ValueBase = int64(pid) << 28
-	r := workload.New(h, store, []workload.Service{{Node: spec.Name, Agent: -1, LS: workload.Embedded(ls)}}, wl, hooks)
+	r := workload.New(h, store, services, wl, hooks)
 	wctx, wstop := context.WithCancel(ctx)
 	defer wstop()
 	done := make(chan struct{})
@@ -239,4 +266,62 @@ func worker(specPath string, log *slog.Logger) error {
 	}
 	log.Info("worker stopping", "journal", h.JournalErr())
 	return h.JournalErr()
+}
+
+// startMember starts the worker's own cluster member.
+func startMember(ctx context.Context, spec workerSpec, log *slog.Logger) (*dlm.Node, error) {
+	cfg := dlm.DefaultConfig()
+	cfg.Name, cfg.Members, cfg.Seeds = spec.Name, spec.Member.Members, spec.Member.Seeds
+	cfg.GossipAddr, cfg.LinkAddr = spec.Member.GossipAddr, spec.Member.LinkAddr
+	if spec.Member.Lease > 0 {
+		cfg.Lease = spec.Member.Lease
+	}
+	cfg.Logger = log
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if spec.Member.UnsafeNoLockDelay {
+		sctx = seam.WithoutLockDelay(sctx) // the control run only
+	}
+	node, err := dlm.Start(sctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", spec.Name, err)
+	}
+	return node, nil
+}
+
+// dialAgents opens the worker's sessions with the agents' client ports:
+// session k dials every agent, starting with agent Home+k. Each is a
+// service of its own, named NAME-k in the history (its probe's resource
+// and its clients' node), and says which agent it is with now (Via).
+func dialAgents(ctx context.Context, name string, cs clientSpec, log *slog.Logger) (func(), []workload.Service, error) {
+	var clients []*client.Client
+	closeAll := func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+	n := len(cs.Addrs)
+	if n == 0 || len(cs.Agents) != n || cs.Sessions < 1 {
+		return closeAll, nil, fmt.Errorf("client spec: %d addresses, %d agent names, %d sessions", n, len(cs.Agents), cs.Sessions)
+	}
+	var services []workload.Service
+	for k := range cs.Sessions {
+		cfg := client.DefaultConfig()
+		for j := range n {
+			cfg.Addrs = append(cfg.Addrs, cs.Addrs[(cs.Home+k+j)%n])
+		}
+		node := fmt.Sprintf("%s-%d", name, k+1)
+		cfg.Name, cfg.SessionTTL, cfg.ClockDrift = node, cs.SessionTTL, cs.ClockDrift
+		cfg.Logger = log.With("session", node)
+		dctx, cancel := context.WithTimeout(ctx, time.Minute)
+		c, err := client.DialConfig(dctx, cfg)
+		cancel()
+		if err != nil {
+			return closeAll, nil, fmt.Errorf("session %s: %w", node, err)
+		}
+		clients = append(clients, c)
+		via := func() int { return slices.Index(cs.Agents, c.Node()) }
+		services = append(services, workload.Service{Node: node, Agent: -1, Via: via, LS: workload.Client(c.Lockspace("chaos"))})
+	}
+	return closeAll, services, nil
 }

@@ -138,7 +138,7 @@ func (w *workers) serve(c net.Conn) {
 				close(wp.quiet)
 			}
 		case m.Ev == "hold":
-			wp.holds[m.Client] = held{nemesis.Holder{Client: m.Client, Resource: m.Res}, time.Now().Add(m.For)}
+			wp.holds[m.Client] = held{nemesis.Holder{Client: m.Client, Resource: m.Res}, m.Agent - 1, time.Now().Add(m.For)}
 		case m.Ev == "unhold":
 			delete(wp.holds, m.Client)
 		case m.Ev == "armed":
@@ -193,9 +193,11 @@ func (w *workers) start(k int) error {
 	return w.waitReady(context.Background(), k)
 }
 
-// held is a long holder's hold, and when it means to let go.
+// held is a long holder's hold, the agent it holds it through (-1: its
+// worker's own member), and when it means to let go.
 type held struct {
 	nemesis.Holder
+	agent int
 	until time.Time
 }
 
@@ -211,7 +213,10 @@ func (w *workers) pick(rng *rand.Rand) (nemesis.Holder, bool) {
 		}
 		for _, id := range slices.Sorted(maps.Keys(wp.holds)) {
 			h := wp.holds[id]
-			h.Worker = w.first + k
+			h.Worker, h.Node = w.first+k, w.first+k
+			if h.agent >= 0 {
+				h.Node = h.agent
+			}
 			switch {
 			case len(best) == 0 || h.until.After(best[0].until.Add(50*time.Millisecond)):
 				best = []held{h}

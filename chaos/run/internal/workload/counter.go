@@ -47,7 +47,7 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 	err := lk.Convert(octx, modes.EX)
 	cancel()
 	if err != nil {
-		resolve(up, err)
+		c.failedConvert(up, CounterRes, lk, err)
 		return outcome(err) != check.Unknown && ctx.Err() == nil
 	}
 	up.Granted(lk.Mode(), lk.Token())
@@ -74,7 +74,7 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 			down.Granted(lk.Mode(), lk.Token())
 			inc.Outcome = check.OK
 		default:
-			resolve(down, err)
+			c.failedConvert(down, CounterRes, lk, err)
 			inc.Outcome = check.Unknown
 		}
 	}

@@ -27,16 +27,26 @@ func (r *Runner) candidate(ctx context.Context, c *client) {
 		}
 		op.Granted(modes.PW, l.Token())
 		end := time.Now().Add(time.Duration(100+c.rng.IntN(400)) * time.Millisecond)
-		for time.Now().Before(end) && ctx.Err() == nil {
+		// Between writes the leader waits on Lost, not a sleep: the
+		// moment its leadership ends is the moment it is told.
+		for lost := false; !lost && time.Now().Before(end) && ctx.Err() == nil; {
 			select {
 			case <-l.Lost():
 				r.h.Lost(c.id, c.svc.Node, ElectionRes)
-				end = time.Time{}
+				lost = true
 				continue
 			default:
 			}
 			c.write(LeaderKey, l.Token())
-			sleep(ctx, 20*time.Millisecond)
+			t := time.NewTimer(20 * time.Millisecond)
+			select {
+			case <-l.Lost():
+				r.h.Lost(c.id, c.svc.Node, ElectionRes)
+				lost = true
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
 		}
 		rop := r.h.Release(c.id, c.svc.Node, ElectionRes)
 		octx, cancel = c.opCtx(context.Background())

@@ -38,7 +38,7 @@ func (r *Runner) mix(ctx context.Context, c *client) {
 				err := lk.Convert(octx, to)
 				cancel()
 				if err != nil {
-					resolve(cop, err)
+					c.failedConvert(cop, res, lk, err)
 				} else {
 					cop.Granted(lk.Mode(), lk.Token())
 					r.holdFor(ctx, c, res, lk) // a Lost is recorded there; the unlock follows either way

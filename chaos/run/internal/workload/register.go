@@ -54,13 +54,14 @@ func (r *Runner) longHolder(ctx context.Context, c *client) {
 			continue
 		}
 		r.mu.Lock()
-		r.holds[c.id] = &hold{agent: c.svc.Agent, resource: res, token: lk.Token(), arm: arm}
+		agent := c.svc.agent()
+		r.holds[c.id] = &hold{agent: agent, resource: res, token: lk.Token(), arm: arm}
 		r.mu.Unlock()
 		span := r.cfg.LongHoldMax - r.cfg.LongHoldMin
 		d := r.cfg.LongHoldMin + time.Duration(c.rng.Int64N(int64(max(span, 1))))
 		end := time.Now().Add(d)
 		if r.hooks.Hold != nil {
-			r.hooks.Hold(c.id, res, lk.Token(), d)
+			r.hooks.Hold(c.id, agent, res, lk.Token(), d)
 		}
 		lost := false
 		for !lost && ctx.Err() == nil && time.Now().Before(end) {

@@ -22,7 +22,19 @@ import (
 type Service struct {
 	Node  string // the node's name, as the history records it
 	Agent int
-	LS    Lockspace
+	// Via, if set, says which agent the service goes through now (-1:
+	// none or unknown): a client of the client port moves to another
+	// agent when it loses its own. It overrides Agent.
+	Via func() int `json:"-"`
+	LS  Lockspace
+}
+
+// agent is the agent the service goes through now, or -1.
+func (s Service) agent() int {
+	if s.Via != nil {
+		return s.Via()
+	}
+	return s.Agent
 }
 
 // Config sizes the workloads.
@@ -74,9 +86,10 @@ func DefaultConfig() Config {
 // Hooks are how a runner tells the rest of the harness what happens, when
 // it runs in a worker process. Every field may be nil.
 type Hooks struct {
-	// Hold and Unhold report a long holder's EX lock, and how long it
-	// means to hold it (the nemeses aim at these holders).
-	Hold   func(client int, resource string, token uint64, hold time.Duration)
+	// Hold and Unhold report a long holder's EX lock, the agent it holds
+	// it through (-1: its own member) and how long it means to hold it
+	// (the nemeses aim at these holders).
+	Hold   func(client, agent int, resource string, token uint64, hold time.Duration)
 	Unhold func(client int)
 	// Increment, Observation and Frozen report each result as it
 	// happens (the process may be killed before the end).
@@ -314,6 +327,19 @@ func resolve(op *check.Op, err error) {
 	} else {
 		op.Failed(err)
 	}
+}
+
+// failedConvert ends a conversion of lk that failed. A lock lost meanwhile
+// (its session ended, its node lost quorum) is recorded as Lost first: the
+// conversion failed because the lock is gone, and the client believes it
+// holds nothing, not the mode it had.
+func (c *client) failedConvert(op *check.Op, res string, lk Lock, err error) {
+	select {
+	case <-lk.Lost():
+		c.r.h.Lost(c.id, c.svc.Node, res)
+	default:
+	}
+	resolve(op, err)
 }
 
 // releaseGone reports whether an unlock error only says the lock was gone

@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 
+	dlmclient "github.com/seed-a6839e30/dlm/client"
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/lockapi"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -81,5 +83,43 @@ func (e embedded) Leader(ctx context.Context, name string) (Leader, error) {
 type embeddedLock struct{ *dlm.Lock }
 
 func (l embeddedLock) Convert(ctx context.Context, mode modes.Mode) error {
+	return l.Lock.Convert(ctx, mode)
+}
+
+// Client adapts a lockspace reached through an agent's client port
+// (package client): its locks live in the client's session at the agent,
+// and are lost (Lost closes) when the client can no longer trust them.
+func Client(ls *dlmclient.Lockspace) Lockspace { return remote{ls} }
+
+// remote is a lockspace behind lockapi's interface.
+type remote struct{ ls lockapi.Lockspace }
+
+func (r remote) Acquire(ctx context.Context, resource string, mode modes.Mode) (Lock, error) {
+	lk, err := r.ls.Acquire(ctx, resource, mode)
+	if err != nil {
+		return nil, err
+	}
+	return remoteLock{lk}, nil
+}
+
+func (r remote) Campaign(ctx context.Context, name string, value []byte) (Leadership, error) {
+	l, err := lockapi.NewElection(r.ls, name).Campaign(ctx, value)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (r remote) Leader(ctx context.Context, name string) (Leader, error) {
+	l, err := lockapi.NewElection(r.ls, name).Leader(ctx)
+	if errors.Is(err, lockapi.ErrNoLeader) {
+		return Leader{}, ErrNoLeader
+	}
+	return Leader{Token: l.Token, Valid: l.Valid}, err
+}
+
+type remoteLock struct{ lockapi.Lock }
+
+func (l remoteLock) Convert(ctx context.Context, mode modes.Mode) error {
 	return l.Lock.Convert(ctx, mode)
 }
