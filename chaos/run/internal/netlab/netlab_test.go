@@ -427,3 +427,52 @@ func TestNewRefusesBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestRingAndBridgeCutExactlyTheirLinks: in a lab of five, the majorities
+// ring lets each node reach its two ring neighbours and nobody else, and
+// the bridge lets the bridge node reach both sides, which cannot reach
+// each other; after each heal every pair connects again and no rule is
+// left.
+func TestRingAndBridgeCutExactlyTheirLinks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probes every pair of a five-node lab twice")
+	}
+	tl := newTestLab(t, 5)
+	for _, c := range []struct {
+		name string
+		f    Faults
+	}{
+		{"ring 3-1-4-0-2", Ring([]int{3, 1, 4, 0, 2})},
+		{"bridge n5 between n1,n2 and n3,n4", Bridge([]int{0, 1}, []int{2, 3})},
+	} {
+		if err := tl.Apply(c.f); err != nil {
+			t.Fatal(err)
+		}
+		cut := 0
+		for a := range 5 {
+			for b := range 5 {
+				if a == b {
+					continue
+				}
+				want := c.f.Connected(a, b)
+				wait := probeTimeout
+				if !want {
+					wait, cut = 500*time.Millisecond, cut+1
+				}
+				if ok, _ := tl.reach(t, "tcp", a, b, wait); ok != want {
+					t.Errorf("%s: n%d -> n%d connected %v, want %v", c.name, a+1, b+1, ok, want)
+				}
+			}
+		}
+		if cut == 0 {
+			t.Fatalf("%s cuts nothing", c.name)
+		}
+		if err := tl.Apply(Faults{}); err != nil {
+			t.Fatal(err)
+		}
+		tl.requireClean(t)
+		if ok, _ := tl.reach(t, "tcp", 0, 2, probeTimeout); !ok {
+			t.Fatalf("%s: n1 -> n3 still cut after heal", c.name)
+		}
+	}
+}
