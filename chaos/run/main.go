@@ -93,7 +93,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.clients, "clients", 10, "workload clients (register writers, mode mixers, counter incrementers by turns); election candidates, a reader and a probe per entry point come on top")
 	fs.IntVar(&o.workers, "workers", 2, "worker processes that run the clients, each through a cluster member of its own (in its own network namespace as root)")
 	fs.IntVar(&o.clientWorkers, "client-workers", 2, "worker processes whose clients lock through the agents' client ports (package client), not through a member of their own")
-	fs.IntVar(&o.clientClients, "client-clients", 10, "workload clients of the client workers, spread over them like -clients; each client worker runs an election candidate and a probe per session on top")
+	fs.IntVar(&o.clientClients, "client-clients", 10, "workload clients of the client workers, spread over them like -clients (register writers, long holders and mode mixers: the counter stays with the member workers); each client worker runs an election candidate and a probe per session on top")
 	fs.IntVar(&o.sessions, "sessions", 2, "client sessions per client worker: session k of worker j dials every agent, starting with a home agent of its own")
 	fs.IntVar(&o.embedded, "embedded", 1, "cluster members in the harness itself (never faulted): one keeps the counter's value alive and reads it at the end, and each probes")
 	fs.IntVar(&o.rounds, "rounds", 1, "rounds (every nemesis once, in a shuffled order) struck at least, however short -duration")
@@ -409,7 +409,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		if j < o.clientClients%o.clientWorkers {
 			wl.Clients++
 		}
-		wl.Keeper, wl.Candidates, wl.Readers = false, 1, 0
+		wl.Keeper, wl.Candidates, wl.Readers, wl.NoCounter = false, 1, 0, true
 		wl.FirstID, wl.Seed = 100000*(k+1), o.seed+uint64(k+1)
 		name := fmt.Sprintf("c%d", j+1)
 		spec := workerSpec{Name: name, Origin: origin.UnixNano(), Dir: o.out,
@@ -580,6 +580,12 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		// of run here, so the bounds grow with it, far above need.
 		CheckTimeout: max(2*time.Minute, end/4), MaxSteps: max(5_000_000, 100*int64(len(h.Records()))),
 		Dir: o.out})
+	// A nemesis asked for and never struck leaves its part of the run
+	// unchecked: the run is inconclusive, not passed.
+	for _, k := range notStruck(kinds, events) {
+		v.OK = false
+		v.Inconclusive = append(v.Inconclusive, fmt.Sprintf("[coverage] nemesis %s was asked for and never struck (skipped each time)", k))
+	}
 	for _, x := range exits {
 		v.OK = false
 		v.Violations = append(v.Violations, "[process] "+x)
@@ -630,6 +636,23 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		return false, nil
 	}
 	return v.OK, nil
+}
+
+// notStruck lists the kinds with no event that struck (one not skipped).
+func notStruck(kinds []nemesis.Kind, events []nemesis.Event) []nemesis.Kind {
+	struck := make(map[nemesis.Kind]bool)
+	for _, e := range events {
+		if !strings.HasPrefix(e.Err, "skipped") {
+			struck[e.Kind] = true
+		}
+	}
+	var out []nemesis.Kind
+	for _, k := range kinds {
+		if !struck[k] {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // gather merges the harness's journal and every worker boot's into one

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed-a6839e30/dlm/chaos/check"
+	"github.com/seed-a6839e30/dlm/chaos/run/internal/nemesis"
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/netlab"
 )
 
@@ -52,5 +53,14 @@ func TestWithoutNamespacesTheNetworkNemesesAreSkippedWithALine(t *testing.T) {
 	if code != 2 || !strings.Contains(errb.String(), "chaos: skipping the network nemeses (partition-ring, loss): -network off\n") ||
 		!strings.Contains(errb.String(), "no nemesis left") {
 		t.Fatalf("exit %d: %q", code, errb.String())
+	}
+}
+
+func TestNotStruckListsKindsOnlySkipped(t *testing.T) {
+	kinds := []nemesis.Kind{nemesis.KillHolder, nemesis.PartRing, nemesis.Delay}
+	events := []nemesis.Event{{Kind: nemesis.KillHolder}, {Kind: nemesis.PartRing, Err: "skipped: not every process is up"},
+		{Kind: nemesis.Delay, Err: "nft: some error"}}
+	if got := notStruck(kinds, events); len(got) != 1 || got[0] != nemesis.PartRing {
+		t.Fatalf("notStruck = %v, want [partition-ring]", got)
 	}
 }

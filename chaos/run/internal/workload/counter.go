@@ -44,11 +44,11 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 	}
 	up := r.h.Convert(c.id, c.svc.Node, CounterRes, modes.EX)
 	octx, cancel := c.opCtx(ctx)
-	err := lk.Convert(octx, modes.EX)
+	lost, err := c.convert(octx, CounterRes, lk, modes.EX)
 	cancel()
 	if err != nil {
-		c.failedConvert(up, CounterRes, lk, err)
-		return outcome(err) != check.Unknown && ctx.Err() == nil
+		resolve(up, err)
+		return !lost && outcome(err) != check.Unknown && ctx.Err() == nil
 	}
 	up.Granted(lk.Mode(), lk.Token())
 	granted := r.h.Elapsed()
@@ -67,14 +67,14 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 		// deadline is not the workload's: the run ending must not turn
 		// an increment unknown.
 		dctx, cancel := context.WithTimeout(context.Background(), r.cfg.OpTimeout)
-		err := lk.Convert(dctx, modes.NL)
+		_, err := c.convert(dctx, CounterRes, lk, modes.NL)
 		cancel()
 		switch {
 		case err == nil:
 			down.Granted(lk.Mode(), lk.Token())
 			inc.Outcome = check.OK
 		default:
-			c.failedConvert(down, CounterRes, lk, err)
+			resolve(down, err)
 			inc.Outcome = check.Unknown
 		}
 	}

@@ -35,13 +35,16 @@ func (r *Runner) mix(ctx context.Context, c *client) {
 			if to != lk.Mode() {
 				cop := r.h.Convert(c.id, c.svc.Node, res, to)
 				octx, cancel := c.opCtx(ctx)
-				err := lk.Convert(octx, to)
+				lost, err := c.convert(octx, res, lk, to)
 				cancel()
-				if err != nil {
-					c.failedConvert(cop, res, lk, err)
-				} else {
+				switch {
+				case err != nil:
+					resolve(cop, err)
+				default:
 					cop.Granted(lk.Mode(), lk.Token())
-					r.holdFor(ctx, c, res, lk) // a Lost is recorded there; the unlock follows either way
+					if !lost {
+						r.holdFor(ctx, c, res, lk) // a Lost is recorded there; the unlock follows either way
+					}
 				}
 			}
 		}

@@ -48,6 +48,10 @@ type Config struct {
 	Clients             int
 	Candidates, Readers int
 	Probes              bool
+	// NoCounter makes the fifth clients mode mixers instead of counter
+	// incrementers (the modes model's work on the counter grows fast with
+	// its operations: one runner's counters are plenty).
+	NoCounter bool
 	// Keeper takes the runner's own NL lock on the counter before the
 	// clients start, for Finish: the resource, and its value block,
 	// live only while some lock is on it (see keep). One runner of a
@@ -208,7 +212,11 @@ func (r *Runner) makePlan() []planned {
 		case 1, 3:
 			add("mix", svc, r.mix)
 		case 4:
-			add("counter", svc, r.counter)
+			if r.cfg.NoCounter {
+				add("mix", svc, r.mix)
+			} else {
+				add("counter", svc, r.counter)
+			}
 		}
 	}
 	for i := range r.cfg.Candidates {
@@ -329,17 +337,28 @@ func resolve(op *check.Op, err error) {
 	}
 }
 
-// failedConvert ends a conversion of lk that failed. A lock lost meanwhile
-// (its session ended, its node lost quorum) is recorded as Lost first: the
-// conversion failed because the lock is gone, and the client believes it
-// holds nothing, not the mode it had.
-func (c *client) failedConvert(op *check.Op, res string, lk Lock, err error) {
+// convert converts lk to mode, recording a Lost of the lock the moment the
+// lock service tells it, also while the conversion waits: a client waiting
+// to convert holds its old mode, and believes in it until it is told the
+// lock is gone. It reports whether the lock was lost.
+func (c *client) convert(ctx context.Context, res string, lk Lock, mode modes.Mode) (lost bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- lk.Convert(ctx, mode) }()
 	select {
+	case err = <-done:
+		select {
+		case <-lk.Lost():
+			if err != nil {
+				c.r.h.Lost(c.id, c.svc.Node, res)
+				return true, err
+			}
+		default:
+		}
+		return false, err
 	case <-lk.Lost():
 		c.r.h.Lost(c.id, c.svc.Node, res)
-	default:
+		return true, <-done
 	}
-	resolve(op, err)
 }
 
 // releaseGone reports whether an unlock error only says the lock was gone
