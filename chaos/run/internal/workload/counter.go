@@ -38,7 +38,7 @@ func (r *Runner) counter(ctx context.Context, c *client) {
 func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 	select {
 	case <-lk.Lost():
-		r.h.Lost(c.id, c.svc.Node, CounterRes)
+		c.lost(CounterRes, lk)
 		return false
 	default:
 	}
@@ -109,7 +109,7 @@ func (r *Runner) Finish(ctx context.Context) error {
 	if !lost {
 		select {
 		case <-lk.Lost():
-			r.h.Lost(c.id, c.svc.Node, CounterRes)
+			c.lost(CounterRes, lk)
 			lost = true
 		default:
 		}

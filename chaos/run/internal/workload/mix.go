@@ -59,7 +59,7 @@ func (r *Runner) holdFor(ctx context.Context, c *client, res string, lk Lock) bo
 	defer t.Stop()
 	select {
 	case <-lk.Lost():
-		r.h.Lost(c.id, c.svc.Node, res)
+		c.lost(res, lk)
 		return true
 	case <-t.C:
 	case <-ctx.Done():
@@ -67,7 +67,7 @@ func (r *Runner) holdFor(ctx context.Context, c *client, res string, lk Lock) bo
 	if m := lk.Mode(); m == modes.PW || m == modes.EX {
 		select {
 		case <-lk.Lost():
-			r.h.Lost(c.id, c.svc.Node, res)
+			c.lost(res, lk)
 			return true
 		default:
 			c.write(res, lk.Token())

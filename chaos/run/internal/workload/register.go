@@ -23,14 +23,14 @@ func (r *Runner) register(ctx context.Context, c *client) {
 		case <-t.C:
 		case <-lk.Lost():
 			lost = true
-			r.h.Lost(c.id, c.svc.Node, res)
+			c.lost(res, lk)
 		case <-ctx.Done():
 		}
 		t.Stop()
 		if !lost {
 			select {
 			case <-lk.Lost():
-				r.h.Lost(c.id, c.svc.Node, res)
+				c.lost(res, lk)
 			default:
 				c.write(res, lk.Token())
 			}
@@ -71,13 +71,13 @@ func (r *Runner) longHolder(ctx context.Context, c *client) {
 				select {
 				case <-lk.Lost():
 					lost = true
-					r.h.Lost(c.id, c.svc.Node, res)
+					c.lost(res, lk)
 				default:
 					c.write(res, lk.Token())
 				}
 			case <-lk.Lost():
 				lost = true
-				r.h.Lost(c.id, c.svc.Node, res)
+				c.lost(res, lk)
 			case reply := <-arm:
 				lost = r.frozenWrite(c, res, lk, reply)
 			case <-ctx.Done():
@@ -120,7 +120,7 @@ func (r *Runner) frozenWrite(c *client, res string, lk Lock, reply chan Armed) b
 	select {
 	case <-lk.Lost():
 		reply <- Armed{}
-		r.h.Lost(c.id, c.svc.Node, res)
+		c.lost(res, lk)
 		return true
 	default:
 	}

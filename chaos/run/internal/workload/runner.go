@@ -337,6 +337,16 @@ func resolve(op *check.Op, err error) {
 	}
 }
 
+// lost records that the client was told lk was lost, and why, in a note
+// next to it (whether the client stopped trusting its lock by itself or
+// heard it from its agent, say).
+func (c *client) lost(res string, lk Lock) {
+	c.r.h.Lost(c.id, c.svc.Node, res)
+	if e, ok := lk.(interface{ Err() error }); ok {
+		c.r.h.Note("lost", fmt.Sprintf("client %d on %s, %s: %v", c.id, c.svc.Node, res, e.Err()))
+	}
+}
+
 // convert converts lk to mode, recording a Lost of the lock the moment the
 // lock service tells it, also while the conversion waits: a client waiting
 // to convert holds its old mode, and believes in it until it is told the
@@ -349,14 +359,14 @@ func (c *client) convert(ctx context.Context, res string, lk Lock, mode modes.Mo
 		select {
 		case <-lk.Lost():
 			if err != nil {
-				c.r.h.Lost(c.id, c.svc.Node, res)
+				c.lost(res, lk)
 				return true, err
 			}
 		default:
 		}
 		return false, err
 	case <-lk.Lost():
-		c.r.h.Lost(c.id, c.svc.Node, res)
+		c.lost(res, lk)
 		return true, <-done
 	}
 }
