@@ -37,7 +37,8 @@ func (r ElectionResult) OK() bool { return len(r.Violations) == 0 }
 // checks the readers:
 //
 //   - a leader reported (valid) is the winner of a campaign called before
-//     the read returned: no phantom leader;
+//     the read returned: no phantom leader (a token no recorded campaign
+//     won may be that of a campaign of unknown outcome called before);
 //   - it is not older than a leader whose campaign had returned before the
 //     read was called: no stale leader once a newer one is established;
 //   - one reader's valid leaders never go back.
@@ -50,7 +51,14 @@ func CheckElection(h *History, resource string, obs []Observation) ElectionResul
 	}
 	var terms []term
 	byToken := make(map[uint64]term)
+	// Campaigns of unknown outcome may have won, with a token nobody
+	// recorded: a token no known campaign won is a phantom only if no
+	// such campaign had been called before the read returned.
+	var unknown []time.Duration
 	for _, r := range h.Records() {
+		if r.Kind == Acquire && r.Resource == resource && r.Outcome == Unknown && !r.Shared {
+			unknown = append(unknown, r.Call)
+		}
 		if r.Kind == Acquire && r.Resource == resource && r.Outcome == OK && !r.Shared {
 			t := term{token: r.Token, call: r.Call, ret: r.Return, client: r.Client, node: r.Node}
 			terms = append(terms, t)
@@ -69,6 +77,8 @@ func CheckElection(h *History, resource string, obs []Observation) ElectionResul
 		who := fmt.Sprintf("reader %d on %s, [%s, %s]", o.Client, o.Node, fmtTime(o.Call), fmtTime(o.Return))
 		t, ok := byToken[o.Token]
 		switch {
+		case !ok && slices.ContainsFunc(unknown, func(c time.Duration) bool { return c < o.Return }):
+			// The winner of a campaign whose answer was lost.
 		case !ok:
 			res.Violations = append(res.Violations, fmt.Sprintf("%s was told of leader token %d, which no campaign won", who, o.Token))
 		case t.call > o.Return:

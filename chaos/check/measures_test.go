@@ -169,4 +169,15 @@ func TestElection(t *testing.T) {
 			t.Errorf("%s: %v, want a violation mentioning %q", c.name, r.Violations, c.want)
 		}
 	}
+	// A campaign whose answer was lost may have won with a token nobody
+	// saw: a reader told of it after the campaign's call is no phantom,
+	// one told of it before is.
+	clk.at(4 * s)
+	h.Acquire(3, "n3", res, modes.EX).Unknown()
+	if r := CheckElection(h, res, []Observation{obs(10, 4500*ms, 4600*ms, 9)}); !r.OK() {
+		t.Errorf("leader of an unknown campaign: %v", r.Violations)
+	}
+	if r := CheckElection(h, res, []Observation{obs(10, 3500*ms, 3600*ms, 9)}); r.OK() {
+		t.Error("a token read before the unknown campaign was called passed")
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed-a6839e30/dlm/chaos/check"
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/lockapi"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -315,12 +316,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // outcome classifies a failed lock call: Unknown when it may have taken
-// effect (a deadline, a broken connection), Fail when the lock service
-// said no.
+// effect (a deadline, a broken connection, a master that became
+// unavailable, a client session lost before the answer came), Fail when
+// the lock service said no.
 func outcome(err error) check.Outcome {
 	var ne net.Error
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, lockapi.ErrUnavailable),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.As(err, &ne):
 		return check.Unknown
