@@ -105,7 +105,7 @@ func TestClientWorkerPausedPastItsSession(t *testing.T) {
 	spec := workerSpec{Name: "c1", Origin: origin.UnixNano(), Dir: dir, Control: ctlLn.Addr().String(),
 		Store: storeLn.Addr().String(), Workload: wl,
 		Client: &clientSpec{Addrs: []string{portLn.Addr().String()}, Agents: []string{"m1"}, Sessions: 1,
-			SessionTTL: ttl, ClockDrift: clientDrift}}
+			SessionTTL: ttl, ClockDrift: 0.05}}
 	path, err := writeSpec(dir, spec)
 	if err != nil {
 		t.Fatal(err)

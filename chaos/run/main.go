@@ -49,18 +49,13 @@ import (
 	"github.com/seed-a6839e30/dlm/internal/seam"
 )
 
-// clientDrift is the client workers' client.Config.ClockDrift: 5 %, five
-// times the default, so that the clients stop trusting their locks a
-// tenth of a session TTL before the agent ends the session, a margin
-// against the scheduling delays of a machine this loaded (see clientSpec).
-const clientDrift = 0.05
-
 type options struct {
 	nodes, clients, embedded int
 	workers, rounds          int
 	// clientWorkers run clientClients workload clients through the
 	// agents' client ports, in sessions sessions each.
 	clientWorkers, clientClients, sessions int
+	clientDrift                            float64
 	duration                               time.Duration
 	nemeses                                string
 	seed                                   uint64
@@ -95,6 +90,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.clientWorkers, "client-workers", 2, "worker processes whose clients lock through the agents' client ports (package client), not through a member of their own")
 	fs.IntVar(&o.clientClients, "client-clients", 10, "workload clients of the client workers, spread over them like -clients (register writers, long holders and mode mixers: the counter stays with the member workers); each client worker runs an election candidate and a probe per session on top")
 	fs.IntVar(&o.sessions, "sessions", 2, "client sessions per client worker: session k of worker j dials every agent, starting with a home agent of its own")
+	fs.Float64Var(&o.clientDrift, "client-drift", 0.05, "the client workers' assumed clock drift (client.Config.ClockDrift): they stop trusting their locks a drift's share of the session TTL (twice over) before their agent ends the session, a margin also against the scheduling delays of a loaded machine")
 	fs.IntVar(&o.embedded, "embedded", 1, "cluster members in the harness itself (never faulted): one keeps the counter's value alive and reads it at the end, and each probes")
 	fs.IntVar(&o.rounds, "rounds", 1, "rounds (every nemesis once, in a shuffled order) struck at least, however short -duration")
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long to strike faults; the first round (every nemesis once) always completes")
@@ -129,6 +125,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-client-workers %d: want 0..4", o.clientWorkers)
 	case o.clientClients < 0 || o.clientClients > 200 || (o.clientWorkers > 0 && o.clientClients < 1):
 		return o, fmt.Errorf("-client-clients %d: want 1..200 (0 only without client workers)", o.clientClients)
+	case o.clientDrift < 0 || o.clientDrift >= 0.5:
+		return o, fmt.Errorf("-client-drift %v: want [0, 0.5)", o.clientDrift)
 	case o.sessions < 1 || o.sessions > 8:
 		return o, fmt.Errorf("-sessions %d: want 1..8", o.sessions)
 	case o.rounds < 1 || o.rounds > 1000:
@@ -415,7 +413,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		spec := workerSpec{Name: name, Origin: origin.UnixNano(), Dir: o.out,
 			Control: ctlLn.Addr().String(), Store: storeLn.Addr().String(), Workload: wl,
 			Client: &clientSpec{Addrs: clientAddr[:o.nodes], Agents: members[:o.nodes], Home: j * o.sessions,
-				Sessions: o.sessions, SessionTTL: sessionTTL, ClockDrift: clientDrift}}
+				Sessions: o.sessions, SessionTTL: sessionTTL, ClockDrift: o.clientDrift}}
 		var nodes []string
 		for s := range o.sessions {
 			nodes = append(nodes, fmt.Sprintf("%s-%d", name, s+1))
