@@ -540,6 +540,17 @@ func (c *Client) answer(id uint64, m wire.Message) {
 	case cl.lock != nil && granted && cl.err == nil:
 		// The lock is the client's from the moment its grant is read, so
 		// that a push about it right behind the grant finds it.
+		if !time.Now().Before(c.trust) {
+			// Granted after the client's trust in its session ran out
+			// (its other locks are lost already): the agent may end the
+			// session, and the master give the lock to another, at any
+			// moment, with no word reaching the client first. The
+			// request fails (the caller reads cl.err only once c.mu is
+			// let go) and the grant goes back.
+			cl.err = fmt.Errorf("%w: granted after the client's trust in its session ran out", lockapi.ErrLockLost)
+			c.postLocked(&wire.ClientUnlock{Lock: g.Lock})
+			break
+		}
 		cl.lock.grantLocked(&cl.grant)
 		c.locks[g.Lock] = cl.lock
 	}
