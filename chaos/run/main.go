@@ -87,7 +87,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.nodes, "nodes", 5, "agents to start (3..9)")
 	fs.IntVar(&o.clients, "clients", 10, "workload clients (register writers, mode mixers, counter incrementers by turns); election candidates, a reader and a probe per entry point come on top")
 	fs.IntVar(&o.workers, "workers", 2, "worker processes that run the clients, each through a cluster member of its own (in its own network namespace as root)")
-	fs.IntVar(&o.clientWorkers, "client-workers", 2, "worker processes whose clients lock through the agents' client ports (package client), not through a member of their own")
+	fs.IntVar(&o.clientWorkers, "client-workers", 0, "worker processes whose clients lock through the agents' client ports (package client), not through a member of their own (0 by default: see docs/NEMESIS.md for what they find)")
 	fs.IntVar(&o.clientClients, "client-clients", 10, "workload clients of the client workers, spread over them like -clients (register writers, long holders and mode mixers: the counter stays with the member workers); each client worker runs an election candidate and a probe per session on top")
 	fs.IntVar(&o.sessions, "sessions", 2, "client sessions per client worker: session k of worker j dials every agent, starting with a home agent of its own")
 	fs.Float64Var(&o.clientDrift, "client-drift", 0.05, "the client workers' assumed clock drift (client.Config.ClockDrift): they stop trusting their locks a drift's share of the session TTL (twice over) before their agent ends the session, a margin also against the scheduling delays of a loaded machine")
