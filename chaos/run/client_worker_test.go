@@ -101,7 +101,8 @@ func TestClientWorkerPausedPastItsSession(t *testing.T) {
 	defer ws.close()
 	const ttl = 2 * time.Second
 	wl := workload.DefaultConfig()
-	wl.Clients, wl.Candidates, wl.Readers, wl.Keeper, wl.FirstID = 5, 1, 0, false, 1000
+	// No counter, as in a run's client workers (docs/NEMESIS.md says why).
+	wl.Clients, wl.Candidates, wl.Readers, wl.Keeper, wl.FirstID, wl.NoCounter = 5, 1, 0, false, 1000, true
 	spec := workerSpec{Name: "c1", Origin: origin.UnixNano(), Dir: dir, Control: ctlLn.Addr().String(),
 		Store: storeLn.Addr().String(), Workload: wl,
 		Client: &clientSpec{Addrs: []string{portLn.Addr().String()}, Agents: []string{"m1"}, Sessions: 1,
