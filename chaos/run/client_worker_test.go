@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -76,23 +75,7 @@ func TestClientWorkerPausedPastItsSession(t *testing.T) {
 	portWG.Go(func() { _ = port.Serve(portLn) })
 	defer func() { port.Close(); portWG.Wait() }()
 
-	sockDir, err := os.MkdirTemp("", "chaos-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sockDir)
-	ctlLn, err := net.Listen("unix", filepath.Join(sockDir, "control"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	storeLn, err := net.Listen("unix", filepath.Join(sockDir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := workload.NewStore()
-	var storeWG sync.WaitGroup
-	storeWG.Go(func() { store.Serve(storeLn) })
-	defer func() { storeLn.Close(); storeWG.Wait() }()
+	ctlLn, storeLn, store := harnessSockets(t)
 
 	origin := monoNow()
 	sup := proc.NewSupervisor(log)
@@ -119,33 +102,13 @@ func TestClientWorkerPausedPastItsSession(t *testing.T) {
 		t.Fatalf("%v\n%s", err, readLog(dir, "c1.log"))
 	}
 
-	h := check.NewHistory(monoNow)
-	h.StartAt(origin)
-	jf, err := os.Create(filepath.Join(dir, "harness-journal.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jf.Close()
-	h.Journal(jf)
 	ls, err := nodes[1].Lockspace("chaos")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hcfg := workload.DefaultConfig()
-	hcfg.Clients, hcfg.Candidates, hcfg.Readers, hcfg.FirstID = 0, 1, 1, 1
-	hr := workload.New(h, store, []workload.Service{{Node: "m2", Agent: -1, LS: workload.Embedded(ls)}}, hcfg, workload.Hooks{})
-	hctx, hstop := context.WithCancel(context.Background())
-	var hwg sync.WaitGroup
-	hwg.Go(func() { hr.Run(hctx) })
+	h, hr, hctx, hstop := harnessRunner(t, dir, origin, store, "m2", ls, 1, 1)
 
-	rng := rand.New(rand.NewPCG(1, 2))
-	var holder, ok = ws.pick(rng)
-	for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); holder, ok = ws.pick(rng) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !ok {
-		t.Fatal("no long holder in 10 s")
-	}
+	holder := waitHolder(t, ws)
 	// The hold names the agent it goes through: the nemeses strike it.
 	if holder.Worker != 1 || holder.Node != 0 {
 		t.Fatalf("holder %+v: want worker 1 holding through agent 0 (m1)", holder)
@@ -170,7 +133,6 @@ func TestClientWorkerPausedPastItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	hstop()
-	hwg.Wait()
 	if err := hr.Finish(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,23 +56,7 @@ func TestWorkerFrozenKilledAndMerged(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	members := []string{"m1", "m2", "w1"}
 	gossip := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	sockDir, err := os.MkdirTemp("", "chaos-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sockDir)
-	ctlLn, err := net.Listen("unix", filepath.Join(sockDir, "control"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	storeLn, err := net.Listen("unix", filepath.Join(sockDir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := workload.NewStore()
-	var storeWG sync.WaitGroup
-	storeWG.Go(func() { store.Serve(storeLn) })
-	defer func() { storeLn.Close(); storeWG.Wait() }()
+	ctlLn, storeLn, store := harnessSockets(t)
 
 	origin := monoNow()
 	sup := proc.NewSupervisor(log)
@@ -118,35 +99,15 @@ func TestWorkerFrozenKilledAndMerged(t *testing.T) {
 		t.Fatalf("%v\n%s", err, readLog(dir, "w1.log"))
 	}
 
-	h := check.NewHistory(monoNow)
-	h.StartAt(origin)
-	jf, err := os.Create(filepath.Join(dir, "harness-journal.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jf.Close()
-	h.Journal(jf)
 	ls, err := nodes[0].Lockspace("chaos")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hcfg := workload.DefaultConfig()
-	hcfg.Clients, hcfg.Candidates, hcfg.Readers, hcfg.FirstID = 0, 0, 0, 1
-	hr := workload.New(h, store, []workload.Service{{Node: "m1", Agent: -1, LS: workload.Embedded(ls)}}, hcfg, workload.Hooks{})
-	hctx, hstop := context.WithCancel(context.Background())
-	var hwg sync.WaitGroup
-	hwg.Go(func() { hr.Run(hctx) })
+	h, hr, hctx, hstop := harnessRunner(t, dir, origin, store, "m1", ls, 0, 0)
 
 	// A long holder, stopped at its write; a witness asks for its lock;
 	// the worker freezes for two leases.
-	rng := rand.New(rand.NewPCG(1, 2))
-	var holder, ok = ws.pick(rng)
-	for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); holder, ok = ws.pick(rng) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !ok {
-		t.Fatal("no long holder in 10 s")
-	}
+	holder := waitHolder(t, ws)
 	if !ws.arm(holder) {
 		t.Fatalf("holder %+v did not arm", holder)
 	}
@@ -178,7 +139,6 @@ func TestWorkerFrozenKilledAndMerged(t *testing.T) {
 		t.Fatal(err)
 	}
 	hstop()
-	hwg.Wait()
 	if err := hr.Finish(context.Background()); err != nil {
 		t.Fatal(err)
 	}
