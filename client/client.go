@@ -128,6 +128,12 @@ func (c *Client) connect(ctx context.Context, i int, resume bool) error {
 	h, m, n, err := cn.readFrame()
 	if err != nil {
 		_ = nc.Close()
+		if c.cfg.TLS != nil && tlsAlert(err) {
+			// With TLS 1.3 the agent judges the client's certificate
+			// after the client's side of the handshake is done: its
+			// refusal is the alert that arrives instead of a welcome.
+			return fmt.Errorf("%w: TLS: %w", ErrUnauthorized, err)
+		}
 		return err
 	}
 	var w wire.ClientWelcome

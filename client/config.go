@@ -19,8 +19,9 @@ type Config struct {
 	Name string
 	// Token is the agents' shared token, if they require one.
 	Token string
-	// TLS, when set, connects with TLS; for the cluster's mutual TLS, build
-	// it with transport.TLSConfig.ClientConfig.
+	// TLS, when set, connects with TLS; for the cluster's mutual TLS, make
+	// it with LoadTLS from a client certificate (agents refuse node
+	// certificates on the client port).
 	TLS *tls.Config
 	// SessionTTL is how long the session outlives a client that stopped
 	// keeping it alive (and how long a dropped connection may take to come

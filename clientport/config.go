@@ -20,8 +20,12 @@ type Config struct {
 	// Token, when set, must be in every ClientHello (compared in constant
 	// time). Use it, or TLS, or both, on any port reachable beyond loopback.
 	Token string
-	// TLS, when set, turns on mutual TLS: the agent's certificate, and only
-	// clients with a certificate from the cluster's CAs.
+	// TLS, when set, turns on mutual TLS: the agent presents its node
+	// certificate, and admits only clients that present a client
+	// certificate (transport.RoleClient) of its cluster from the cluster's
+	// CAs. Node certificates are refused here as client certificates are
+	// on the links. Rotating it (TLSConfig.Rotate) applies to the
+	// connections made after.
 	TLS *transport.TLSConfig
 
 	// MaxConnections caps the agent's client connections: enough for
@@ -121,6 +125,8 @@ func (c *Config) Validate() error {
 	if c.TLS != nil {
 		if _, err := c.TLS.ServerConfig(); err != nil {
 			bad("TLS: %v", err)
+		} else if id, _ := c.TLS.Identity(); id.Role != transport.RoleNode {
+			bad("TLS: the agent's certificate is %s; clients accept only a node's", id)
 		}
 	}
 	return errors.Join(errs...)

@@ -58,12 +58,20 @@ func (c *conn) serve() {
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
+			// No certificate, another CA's, an expired one, or no TLS at
+			// all: an operator must hear of it, as of a wrong token.
 			c.srv.met.refused[refusedHandshake].Inc()
-			c.srv.log.Debug("client TLS handshake failed", "remote", c.remote, "err", err)
+			c.srv.log.Info("client refused: TLS handshake failed", "remote", c.remote, "err", err)
 			return
 		}
 		c.nc = tc
 		c.w.nc = tc
+		if err := c.srv.clientCert(tc.ConnectionState()); err != nil {
+			c.srv.met.refused[refusedCertificate].Inc()
+			c.srv.log.Warn("client refused", "remote", c.remote, "reason", refusedCertificate, "err", err)
+			c.w.queue(wire.Header{}, &wire.ClientError{Code: wire.CodeUnauthorized, Text: truncate(err.Error())}, true)
+			return
+		}
 	}
 	c.fr = transport.NewFrameReader(c.nc, 0, &c.srv.limits, c.srv.cfg.ReadBuffer)
 	c.dec = wire.NewClientDecoder(c.srv.limits)

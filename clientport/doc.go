@@ -18,7 +18,11 @@
 //	locks         Config.MaxLocks held or waited for per session
 //	pending       Config.MaxPending unanswered requests per session
 //	frame         Config.MaxFrame per frame: refused before it is read
-//	handshake     no ClientHello within Config.HelloTimeout (slowloris)
+//	handshake     no ClientHello within Config.HelloTimeout (slowloris),
+//	              or, with TLS, a handshake that failed: no certificate,
+//	              another CA's, an expired one
+//	certificate   with TLS, a certificate of the CA that is not a client
+//	              certificate of the agent's cluster (a node's, say)
 //	unauthorized  a ClientHello without the token, or a resume with a wrong key
 //	protocol      a frame that does not decode, or breaks the protocol
 //	slow_client   more than Config.MaxOutbox bytes waiting for a client

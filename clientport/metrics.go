@@ -15,13 +15,14 @@ const (
 	refusedPending      = "pending"
 	refusedFrame        = "frame"
 	refusedHandshake    = "handshake"
+	refusedCertificate  = "certificate"
 	refusedUnauthorized = "unauthorized"
 	refusedProtocol     = "protocol"
 	refusedSlowClient   = "slow_client"
 )
 
 var refusedReasons = []string{refusedConnections, refusedLocks, refusedPending, refusedFrame,
-	refusedHandshake, refusedUnauthorized, refusedProtocol, refusedSlowClient}
+	refusedHandshake, refusedCertificate, refusedUnauthorized, refusedProtocol, refusedSlowClient}
 
 type metrics struct {
 	connections prometheus.Gauge

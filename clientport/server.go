@@ -24,6 +24,9 @@ type Server struct {
 	met    *metrics
 	limits wire.Limits
 	tls    *tls.Config
+	// cluster is the cluster of the agent's certificate: with TLS, clients
+	// must present a client certificate of it.
+	cluster string
 
 	// ctx ends when the server closes: the requests that wait (locks,
 	// conversions, renewals) wait under it.
@@ -66,6 +69,8 @@ func New(cfg Config) (*Server, error) {
 	s.log = s.log.With("component", "clientport")
 	if cfg.TLS != nil {
 		s.tls, _ = cfg.TLS.ServerConfig() // Validate checked it
+		id, _ := cfg.TLS.Identity()
+		s.cluster = id.Cluster
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
