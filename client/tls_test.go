@@ -151,7 +151,7 @@ func TestClientPortMutualTLS(t *testing.T) {
 	dialTLS := func(tc *tls.Config) (*Client, error) {
 		cfg := DefaultConfig()
 		cfg.Addrs, cfg.TLS = a.addrs, tc
-		ctx, cancel := context.WithTimeout(bg, 10 * time.Second)
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 		defer cancel()
 		return DialConfig(ctx, cfg)
 	}
@@ -176,7 +176,7 @@ func TestClientPortMutualTLS(t *testing.T) {
 				return
 			default:
 			}
-			ctx, cancel := context.WithTimeout(bg, 5 * time.Second)
+			ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 			lk, err := ls.Lock(ctx, fmt.Sprintf("r%d", i%7), modes.EX)
 			cancel()
 			if err == nil {
@@ -275,7 +275,7 @@ func TestClientPortMutualTLS(t *testing.T) {
 		}()
 		cfg := DefaultConfig()
 		cfg.Addrs, cfg.TLS = []string{ln.Addr().String()}, tlsCfg
-		ctx, cancel := context.WithTimeout(bg, 5 * time.Second)
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 		_, err = DialConfig(ctx, cfg)
 		cancel()
 		if !errors.Is(err, ErrUnauthorized) {
