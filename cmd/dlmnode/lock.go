@@ -45,6 +45,11 @@ session could not be kept alive), COMMAND's process group gets SIGTERM at
 once and SIGKILL after --grace, and dlmnode lock says so and exits with 75.
 SIGINT and SIGTERM are passed on to COMMAND.
 
+Agents with --client-tls take a client certificate of the cluster's CA
+(dlmnode certs client NAME): --tls-cert-file, --tls-key-file and
+--tls-ca-file; a node certificate is refused. Agents with a token take
+--token-file.
+
 Exit status: COMMAND's own (128+n if signal n ended it); 1 if the lock was
 not acquired (--nowait, or --wait ran out; see --conflict-exit-code); 64 for
 a usage error; 69 if no agent could be reached or one refused the client;
@@ -64,6 +69,9 @@ type lockFlags struct {
 	ttl        time.Duration
 	grace      time.Duration
 	tokenFile  string
+	certFile   string
+	keyFile    string
+	caFile     string
 	conflict   int
 	resource   string
 	command    []string
@@ -83,6 +91,9 @@ func parseLockFlags(args []string, stderr io.Writer) (lockFlags, error) {
 	fs.DurationVar(&f.ttl, "ttl", 0, "session TTL: how long the lock outlives this process if it dies or hangs (0: the agent's default)")
 	fs.DurationVar(&f.grace, "grace", f.grace, "after a lost lock, how long COMMAND has between SIGTERM and SIGKILL")
 	fs.StringVar(&f.tokenFile, "token-file", os.Getenv("DLM_CLIENT_TOKEN_FILE"), "file holding the agents' client token (env DLM_CLIENT_TOKEN_FILE)")
+	fs.StringVar(&f.certFile, "tls-cert-file", os.Getenv("DLM_CLIENT_CERT_FILE"), "PEM client certificate (dlmnode certs client NAME) for agents with --client-tls (env DLM_CLIENT_CERT_FILE)")
+	fs.StringVar(&f.keyFile, "tls-key-file", os.Getenv("DLM_CLIENT_KEY_FILE"), "PEM private key of --tls-cert-file (env DLM_CLIENT_KEY_FILE)")
+	fs.StringVar(&f.caFile, "tls-ca-file", os.Getenv("DLM_CLIENT_CA_FILE"), "PEM certificate of the cluster's CA: the agent must present a node certificate it signed (env DLM_CLIENT_CA_FILE)")
 	fs.IntVar(&f.conflict, "conflict-exit-code", f.conflict, "exit status when the lock was not acquired (flock's -E)")
 	fs.DurationVar(&f.connectFor, "connect-timeout", f.connectFor, "how long to try the agents before giving up (exit 69)")
 	fs.Usage = func() {
@@ -123,6 +134,8 @@ func parseLockFlags(args []string, stderr io.Writer) (lockFlags, error) {
 		return bad("--wait and --nowait exclude each other")
 	case f.wait < 0 || f.ttl < 0 || f.grace < 0 || f.connectFor <= 0:
 		return bad("durations must not be negative")
+	case (f.certFile != "" || f.keyFile != "" || f.caFile != "") && (f.certFile == "" || f.keyFile == "" || f.caFile == ""):
+		return bad("mutual TLS needs all of --tls-cert-file, --tls-key-file and --tls-ca-file")
 	case f.conflict < 0 || f.conflict > 255:
 		return bad("--conflict-exit-code must be in 0..255")
 	}
@@ -155,6 +168,12 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		cfg.Token = strings.TrimSpace(string(b))
+	}
+	if f.certFile != "" {
+		if cfg.TLS, err = dlmclient.LoadTLS(f.certFile, f.keyFile, f.caFile); err != nil {
+			say("%v", err)
+			return exitUsage
+		}
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
