@@ -69,7 +69,9 @@ type Config struct {
 	ClientTokenFile string
 	// ClientTLS turns on mutual TLS on the client port with the cluster's
 	// certificates (TLSCertFile, TLSKeyFile, TLSCAFile): clients present a
-	// certificate the cluster's CA signed.
+	// client certificate of the cluster that its CA signed; node
+	// certificates are refused there, as client certificates are on the
+	// links, so the two roles never overlap.
 	ClientTLS      bool
 	ClientInsecure bool
 	// ClientMaxConnections, ClientMaxLocks, ClientMaxPending and
@@ -206,7 +208,7 @@ func (c *Config) flagSet(out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.AdminInsecure, "admin-insecure", c.AdminInsecure, "allow the admin server on a non-loopback address without a token")
 	fs.StringVar(&c.ClientAddr, "client-addr", c.ClientAddr, `where the client port binds (package client, dlmnode lock); "" turns it off`)
 	fs.StringVar(&c.ClientTokenFile, "client-token-file", c.ClientTokenFile, "file holding the token every client must present")
-	fs.BoolVar(&c.ClientTLS, "client-tls", c.ClientTLS, "mutual TLS on the client port with the cluster's certificates (--tls-*): clients present a certificate the cluster's CA signed")
+	fs.BoolVar(&c.ClientTLS, "client-tls", c.ClientTLS, "mutual TLS on the client port with the cluster's certificates (--tls-*): clients present a client certificate of the cluster's CA (dlmnode certs client NAME); node certificates are refused")
 	fs.BoolVar(&c.ClientInsecure, "client-insecure", c.ClientInsecure, "allow the client port on a non-loopback address without a token or TLS")
 	fs.IntVar(&c.ClientMaxConnections, "client-max-connections", c.ClientMaxConnections, "client connections this agent serves at most")
 	fs.IntVar(&c.ClientMaxLocks, "client-max-locks", c.ClientMaxLocks, "locks a client session may hold or wait for")
