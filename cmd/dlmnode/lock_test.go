@@ -164,6 +164,8 @@ func TestLockStatuses(t *testing.T) {
 		{fmt.Sprintf(`dlmnode lock --addr %s --mode XX free -- true`, addr), 64},
 		{fmt.Sprintf(`dlmnode lock --addr %s free`, addr), 64},
 		{`dlmnode lock --addr 127.0.0.1:1 --connect-timeout 300ms free -- true`, 69},
+		{fmt.Sprintf(`dlmnode lock --addr %s --tls-cert-file c.pem free -- true`, addr), 64},
+		{fmt.Sprintf(`dlmnode lock --addr %s --tls-cert-file /no/c.pem --tls-key-file /no/k.pem --tls-ca-file /no/ca.pem free -- true`, addr), 64},
 	} {
 		if code, out := shell(t, bin, 30*time.Second, c.script); code != c.want {
 			t.Errorf("%s: exit %d, want %d\n%s", c.script, code, c.want, out)
