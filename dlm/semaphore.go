@@ -117,6 +117,10 @@ type Permit struct {
 	lk *Lock
 }
 
+// ID returns the acquisition's id on this node, unique among its locks
+// and acquisitions (Session.Lock finds it by this id).
+func (p *Permit) ID() uint64 { return p.lk.ID() }
+
 // Count returns how many permits this acquisition holds.
 func (p *Permit) Count() int { return int(p.lk.semCount()) }
 

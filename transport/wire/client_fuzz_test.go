@@ -76,3 +76,7 @@ func FuzzDecodeClientLost(f *testing.F) {
 func FuzzDecodeClientBye(f *testing.F) {
 	fuzzTarget(f, "FuzzDecodeClientBye", bodySeeds(TypeClientBye), decodeBodyOf(TypeClientBye))
 }
+
+func FuzzDecodeClientAcquire(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeClientAcquire", bodySeeds(TypeClientAcquire), decodeBodyOf(TypeClientAcquire))
+}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -97,16 +98,21 @@ func genClientMessage(t *rapid.T, l Limits, ty Type) Message {
 		}
 		return &ClientSetValue{Lock: lock, LVBOp: op, LVB: lvb}
 	case TypeClientDescribe:
-		return &ClientDescribe{Lockspace: ls, Resource: res}
+		return &ClientDescribe{Lockspace: ls, Resource: res, Timeout: dur.Draw(t, "timeout")}
 	case TypeClientResource:
 		m := &ClientResource{Master: genName(MaxNodeName).Draw(t, "master")}
 		if rapid.Bool().Draw(t, "known") {
 			m.Known = true
 			m.LVB, m.LVBFlags = genLVBBlock(t, l)
 			m.LVBSeq = rapid.Uint64().Draw(t, "seq")
+			m.Permits = rapid.Uint32Range(0, MaxPermits).Draw(t, "permits")
+			m.Omitted = rapid.Uint32().Draw(t, "omitted")
 			m.Locks = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) ClientDescribedLock {
 				q, granted := genQueued(t)
-				return ClientDescribedLock{Queue: q, Granted: granted, Requested: genMode().Draw(t, "requested")}
+				return ClientDescribedLock{Queue: q, Granted: granted, Requested: genMode().Draw(t, "requested"),
+					Node: genName(MaxNodeName).Draw(t, "node"), Lock: rapid.Uint64Min(1).Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
+					Token: rapid.Uint64().Draw(t, "token"), Waited: dur.Draw(t, "waited"), TTL: dur.Draw(t, "ttl"),
+					Count: rapid.Uint32Range(0, m.Permits).Draw(t, "count")}
 			}), 0, 40).Draw(t, "locks")
 			if len(m.Locks) == 0 {
 				m.Locks = nil
@@ -121,8 +127,40 @@ func genClientMessage(t *rapid.T, l Limits, ty Type) Message {
 		return &ClientBlocking{Lock: lock, Mode: genMode().Draw(t, "mode")}
 	case TypeClientBye:
 		return &ClientBye{}
+	case TypeClientAcquire:
+		permits := rapid.Uint32Range(1, MaxPermits).Draw(t, "permits")
+		return &ClientAcquire{Lockspace: ls, Semaphore: res, Permits: permits, Count: rapid.Uint32Range(1, permits).Draw(t, "count"),
+			Flags: rapid.Uint32Range(0, clientAcquireFlags).Draw(t, "flags") & clientAcquireFlags, Timeout: dur.Draw(t, "timeout"),
+			TTL: dur.Draw(t, "ttl"), Owner: rapid.Uint64().Draw(t, "owner")}
 	case TypeClientLost:
 		return &ClientLost{Lock: lock, Code: genCode().Draw(t, "code"), Text: genText(MaxErr).Draw(t, "text")}
 	}
 	panic("genClientMessage: no generator for " + ty.String())
+}
+
+// The hand-made seeds of ClientAcquire and ClientResource fail the way
+// they are meant to: bombs before anything is sized by them, rule breaks
+// (a lock without a node, more permits than the semaphore's, the old
+// three-field lock) as invalid or malformed.
+func TestClientSemaphoreSeedsFail(t *testing.T) {
+	for _, typ := range []Type{TypeClientAcquire, TypeClientResource} {
+		for name, body := range typeSeeds(typ) {
+			_, m, err := NewClientDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(typ), 0, body))
+			if m != nil || err == nil {
+				t.Errorf("%v seed %s decoded: %v", typ, name, m)
+				continue
+			}
+			switch {
+			case strings.HasPrefix(name, "bomb"):
+				if !errors.Is(err, ErrDeclaredLength) {
+					t.Errorf("%v seed %s: %v, want ErrDeclaredLength", typ, name, err)
+				}
+			case name == "old-three-field-lock":
+			default:
+				if !errors.Is(err, ErrInvalid) {
+					t.Errorf("%v seed %s: %v, want ErrInvalid", typ, name, err)
+				}
+			}
+		}
+	}
 }

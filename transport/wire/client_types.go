@@ -11,7 +11,8 @@ import "fmt"
 //
 // Every message a client sends is a request (a non-zero id) answered by
 // one reply with that id: ClientGrant, ClientOK, ClientAlive,
-// ClientResource or ClientError. ClientBye, answered by ClientOK, ends the
+// ClientResource or ClientError (ClientAcquire, for permits of a
+// semaphore, is answered as ClientLock is). ClientBye, answered by ClientOK, ends the
 // session. The agent's one-way messages (id 0) are
 // ClientBlocking, ClientLost, and a ClientError that explains why it is
 // about to close the connection.
@@ -37,9 +38,10 @@ const (
 	TypeClientBlocking  Type = 79 // one-way: a lock blocks another request
 	TypeClientLost      Type = 80 // one-way: a lock can no longer be trusted
 	TypeClientBye       Type = 81 // ends the session, releasing its locks
+	TypeClientAcquire   Type = 82 // permits of a semaphore, answered as a ClientLock
 
 	// clientTypeEnd is one past the last client type.
-	clientTypeEnd Type = 82
+	clientTypeEnd Type = 83
 )
 
 // newClientMessage is newMessage for the client protocol's types.
@@ -81,6 +83,8 @@ func newClientMessage(t Type) Message {
 		return new(ClientLost)
 	case TypeClientBye:
 		return new(ClientBye)
+	case TypeClientAcquire:
+		return new(ClientAcquire)
 	}
 	return nil
 }
@@ -128,16 +132,21 @@ func (t Type) kind() kinds {
 	return kindLink
 }
 
-// Client request flags (ClientLock.Flags, ClientConvert.Flags).
+// Client request flags (ClientLock.Flags, ClientConvert.Flags,
+// ClientAcquire.Flags).
 const (
-	ClientTry       uint32 = 1 << 0 // grant now or fail with CodeNotQueued
-	ClientExpedite  uint32 = 1 << 1 // ClientLock of NL only: ahead of any queue
-	ClientNotify    uint32 = 1 << 2 // ClientLock: send ClientBlocking for this lock
-	ClientQueue     uint32 = 1 << 3 // ClientConvert: QUECVT, wait behind queued conversions
-	ClientDemote    uint32 = 1 << 4 // ClientConvert: CONVDEADLK, demote to NL on deadlock
-	ClientCached    uint32 = 1 << 5 // ClientLock in PR: a hold on the agent's shared-lock cache
-	clientLockFlags        = ClientTry | ClientExpedite | ClientNotify | ClientCached
-	clientConvFlags        = ClientTry | ClientQueue | ClientDemote
+	ClientTry      uint32 = 1 << 0 // grant now or fail with CodeNotQueued
+	ClientExpedite uint32 = 1 << 1 // ClientLock of NL only: ahead of any queue
+	ClientNotify   uint32 = 1 << 2 // ClientLock: send ClientBlocking for this lock
+	ClientQueue    uint32 = 1 << 3 // ClientConvert: QUECVT, wait behind queued conversions
+	ClientDemote   uint32 = 1 << 4 // ClientConvert: CONVDEADLK, demote to NL on deadlock
+	ClientCached   uint32 = 1 << 5 // ClientLock in PR: a hold on the agent's shared-lock cache
+	// ClientFailFast (ClientLock, ClientAcquire): refused at once with
+	// CodeNoQuorum while the agent has no quorum, instead of waiting for it.
+	ClientFailFast     uint32 = 1 << 6
+	clientLockFlags           = ClientTry | ClientExpedite | ClientNotify | ClientCached | ClientFailFast
+	clientConvFlags           = ClientTry | ClientQueue | ClientDemote
+	clientAcquireFlags        = ClientTry | ClientFailFast
 )
 
 // ClientCode says why a client request failed or a lock was lost

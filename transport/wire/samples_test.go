@@ -114,9 +114,9 @@ func samples() []Message {
 		&ClientDescribe{Lockspace: "app", Resource: "orders/42"},
 		&ClientResource{Master: "node2"},
 		&ClientResource{Master: strings.Repeat("m", MaxNodeName), Known: true, LVB: []byte("v"), LVBSeq: 7, LVBFlags: LVBPresent | LVBValid, Locks: []ClientDescribedLock{
-			{Queue: QueueGranted, Granted: modes.PR, Requested: modes.PR},
-			{Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX},
-			{Queue: QueueWaiting, Granted: modes.NL, Requested: modes.CW},
+			{Queue: QueueGranted, Granted: modes.PR, Requested: modes.PR, Node: "node1", Lock: 1, Token: 1<<48 | 17, Waited: 3e6},
+			{Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Node: strings.Repeat("n", MaxNodeName), Lock: ^uint64(0), Owner: ^uint64(0), Token: ^uint64(0), Waited: 1<<62 + 9, TTL: 30e9},
+			{Queue: QueueWaiting, Granted: modes.NL, Requested: modes.CW, Node: "node3", Lock: 5, Waited: 1},
 		}},
 		&ClientOK{},
 		&ClientError{Code: CodeNotQueued},
@@ -125,6 +125,15 @@ func samples() []Message {
 		&ClientLost{Lock: 3, Code: CodeLockLost, Text: "session TTL ran out"},
 		&ClientLost{Lock: ^uint64(0), Code: CodeOther, Text: strings.Repeat("e", MaxErr)},
 		&ClientBye{},
+		&ClientAcquire{Lockspace: "app", Semaphore: "uploads", Permits: 5, Count: 3, Timeout: 10e9},
+		&ClientAcquire{Lockspace: strings.Repeat("l", MaxLockspace), Semaphore: long, Permits: MaxPermits, Count: MaxPermits, Flags: ClientTry | ClientFailFast,
+			Timeout: 1<<62 + 11, TTL: 30e9, Owner: ^uint64(0)},
+		&ClientDescribe{Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Timeout: 1<<62 + 13},
+		&ClientResource{Master: "node1", Known: true, Permits: MaxPermits, Omitted: ^uint32(0), Locks: []ClientDescribedLock{
+			{Queue: QueueGranted, Granted: modes.NL, Requested: modes.NL, Node: "node2", Lock: 3, Token: 1 << 52, Count: MaxPermits},
+			{Queue: QueueWaiting, Granted: modes.NL, Requested: modes.NL, Node: "node1", Lock: 4, Waited: 2e9, Count: 1},
+		}},
+		&ClientLock{Lockspace: "app", Resource: "orders/42", Mode: modes.PW, Flags: ClientFailFast | ClientTry},
 	}
 }
 
@@ -250,11 +259,23 @@ func typeSeeds(t Type) map[string][]byte {
 			"bomb-locks-1-byte-each": cat(masterReportHead, []byte{0x91}, resourceHead, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
 		}
 	case TypeClientResource:
-		head := []byte{0x96, 0xa1, 'm', mpTrue, mpNil, 0, 0}
+		head := []byte{0x98, 0xa1, 'm', mpTrue, mpNil, 0, 0, 0, 0}
+		lock := []byte{0x9a, 1, 3, 3, 0xa1, 'n', 1, 0, 0, 0, 0, 0}
 		return map[string][]byte{
 			"bomb-locks":             cat(head, bomb),
 			"bomb-locks-1-byte-each": cat(head, []byte{mpArray16, 0x04, 0x00}, make([]byte, 1024)),
-			"not-known-with-locks":   {0x96, 0xa1, 'm', mpFalse, mpNil, 0, 0, 0x91, 0x93, 1, 3, 3},
+			"not-known-with-locks":   cat([]byte{0x98, 0xa1, 'm', mpFalse, mpNil, 0, 0, 0, 0, 0x91}, lock),
+			"count-over-permits":     cat([]byte{0x98, 0xa1, 'm', mpTrue, mpNil, 0, 0, 2, 0, 0x91}, lock[:len(lock)-1], []byte{3}),
+			"lock-without-node":      cat(head, []byte{0x91, 0x9a, 1, 3, 3, 0xa0, 1, 0, 0, 0, 0, 0}),
+			"old-three-field-lock":   cat(head, []byte{0x91, 0x93, 1, 3, 3}),
+		}
+	case TypeClientAcquire:
+		return map[string][]byte{
+			"no-permits":      {0x98, 0xa1, 'l', 0xa1, 's', 0, 0, 0, 0, 0, 0},
+			"count-over":      {0x98, 0xa1, 'l', 0xa1, 's', 2, 3, 0, 0, 0, 0},
+			"lock-flags":      {0x98, 0xa1, 'l', 0xa1, 's', 2, 1, 4, 0, 0, 0},
+			"negative-ttl":    {0x98, 0xa1, 'l', 0xa1, 's', 2, 1, 0, 0, 0xff, 0},
+			"over-maxpermits": {0x98, 0xa1, 'l', 0xa1, 's', 0xce, 0x01, 0x00, 0x00, 0x01, 1, 0, 0, 0, 0},
 		}
 	case TypeLockReport:
 		lockHead := []byte{0x93, 1, 0xa2, 'l', 's'}
