@@ -59,6 +59,10 @@ func sentinelOf(c wire.ClientCode) error {
 		return ErrProtocol
 	case wire.CodeSessionEnded:
 		return ErrSessionEnded
+	case wire.CodeWrongKind:
+		return lockapi.ErrWrongKind
+	case wire.CodePermitsMismatch:
+		return lockapi.ErrPermitsMismatch
 	}
 	return nil
 }

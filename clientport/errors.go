@@ -15,6 +15,8 @@ var codes = []struct {
 	code wire.ClientCode
 }{
 	{dlm.ErrSessionEnded, wire.CodeSessionEnded},
+	{dlm.ErrWrongKind, wire.CodeWrongKind},
+	{dlm.ErrPermitsMismatch, wire.CodePermitsMismatch},
 	{dlm.ErrNotQueued, wire.CodeNotQueued},
 	{dlm.ErrDeadlock, wire.CodeDeadlock},
 	{dlm.ErrLockLost, wire.CodeLockLost},

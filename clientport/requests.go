@@ -2,6 +2,7 @@ package clientport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -43,6 +44,8 @@ func (ss *session) handle(c *conn, id uint64, m wire.Message) error {
 		ss.keepAlive(id, m)
 	case *wire.ClientDescribe:
 		ss.describe(id, m)
+	case *wire.ClientAcquire:
+		ss.acquire(id, m)
 	case *wire.ClientBye:
 		ss.bye(c, id)
 	default:
@@ -240,24 +243,72 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 	if m.Flags&wire.ClientExpedite != 0 {
 		opts = append(opts, dlm.Expedite())
 	}
+	failFast, try := m.Flags&wire.ClientFailFast != 0, m.Flags&wire.ClientTry != 0
+	if failFast {
+		opts = append(opts, dlm.FailFast())
+	}
 	// Answered at once (a grant or refusal by this node's table) in the
 	// batch; otherwise when its master answers, on the node's callback
-	// goroutine. No goroutine waits for it.
+	// goroutine. No goroutine waits for it, unless the node has no
+	// quorum: then (without ClientFailFast) one waits for quorum to return.
 	if err := ss.reserve(id, nil); err != nil {
 		ss.fail(id, err)
 		return
 	}
+	var deadline time.Time
+	if m.Timeout > 0 {
+		deadline = time.Now().Add(time.Duration(m.Timeout))
+	}
+	resource, mode := m.Resource, m.Mode
 	done := func(lk *dlm.Lock, err error) {
+		if !failFast && errors.Is(err, dlm.ErrNoQuorum) && ss.waitQuorum(id, ls, resource, mode, try, deadline, note, opts) {
+			return
+		}
 		ss.release(id)
 		ss.granted(id, lk, note, err)
 	}
 	var cancel func()
-	if m.Flags&wire.ClientTry != 0 {
+	if try {
 		cancel = ls.TryLockAsync(ss.waitCtx(m.Timeout), m.Resource, m.Mode, done, opts...)
 	} else {
 		cancel = ls.LockAsync(ss.waitCtx(m.Timeout), m.Resource, m.Mode, done, opts...)
 	}
 	ss.setCancel(id, cancel)
+}
+
+// waitQuorum goes on with a lock request that the agent's node refused
+// for want of quorum: as dlm's Lock does for a program of the node, it
+// waits, within the request's timeout and until the client cancels it,
+// for quorum to return, and then asks again, on a goroutine of its own
+// (the blocking Lock). It reports false, leaving the refusal as the
+// answer, if the request was cancelled or the session is over.
+func (ss *session) waitQuorum(id uint64, ls *dlm.Lockspace, resource string, mode modes.Mode, try bool, deadline time.Time, note *blockNote, opts []dlm.LockOption) bool {
+	ctx, cancel := context.WithCancel(ss.srv.ctx)
+	if !deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ss.srv.ctx, deadline)
+	}
+	ss.mu.Lock()
+	o := ss.pending[id]
+	if o == nil || o.cancelled || ss.over {
+		ss.mu.Unlock()
+		cancel()
+		return false
+	}
+	o.cancel, o.stop = cancel, cancel
+	ss.srv.wg.Add(1)
+	ss.mu.Unlock()
+	go func() {
+		defer ss.endOp(id)
+		var lk *dlm.Lock
+		var err error
+		if try {
+			lk, err = ls.TryLock(ctx, resource, mode, opts...)
+		} else {
+			lk, err = ls.Lock(ctx, resource, mode, opts...)
+		}
+		ss.granted(id, lk, note, err)
+	}()
+	return true
 }
 
 // granted answers a lock request with its outcome, and hands a granted
@@ -312,6 +363,9 @@ func (ss *session) replyGrant(id uint64, lk *dlm.Lock, block bool) {
 // heldLock returns the session's lock of that id: the session's books
 // are its dlm session's.
 func (ss *session) heldLock(id uint64) (*dlm.Lock, error) {
+	if ss.permit(id) != nil {
+		return nil, fmt.Errorf("%w: %d names permits of a semaphore, which are released, not converted nor given a value", dlm.ErrInvalidArgument, id)
+	}
 	if lk := ss.ds.Lock(id); lk != nil {
 		return lk, nil
 	}
@@ -361,6 +415,14 @@ func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
 		ss.reply(id, okMsg, false)
 		return
 	}
+	if ok, err := ss.releasePermit(m.Lock); ok {
+		if err != nil {
+			ss.fail(id, err)
+		} else {
+			ss.reply(id, okMsg, false)
+		}
+		return
+	}
 	lk, err := ss.heldLock(m.Lock)
 	if err != nil {
 		ss.fail(id, err)
@@ -377,7 +439,7 @@ func (ss *session) cancel(id uint64, m *wire.ClientCancel) {
 	ss.mu.Lock()
 	var cancel func()
 	if o := ss.pending[m.Request]; o != nil {
-		cancel = o.cancel
+		cancel, o.cancelled = o.cancel, true
 	}
 	ss.mu.Unlock()
 	if cancel != nil {
@@ -391,6 +453,10 @@ func (ss *session) cancel(id uint64, m *wire.ClientCancel) {
 func (ss *session) value(id uint64, m *wire.ClientValue) {
 	if g, ok := ss.holdState(m.Lock); ok {
 		ss.reply(id, g, false)
+		return
+	}
+	if p := ss.permit(m.Lock); p != nil {
+		ss.reply(id, &wire.ClientGrant{Lock: m.Lock, Mode: modes.NL, Token: p.Token()}, false)
 		return
 	}
 	lk, err := ss.heldLock(m.Lock)
@@ -421,9 +487,9 @@ func (ss *session) setValue(id uint64, m *wire.ClientSetValue) {
 func (ss *session) keepAlive(id uint64, m *wire.ClientKeepAlive) {
 	var lk *dlm.Lock
 	if m.Lock != 0 {
-		var err error
-		if lk, err = ss.heldLock(m.Lock); err != nil {
-			ss.fail(id, err)
+		// A lock's or permits' own TTL: both are the session's locks.
+		if lk = ss.ds.Lock(m.Lock); lk == nil {
+			ss.fail(id, fmt.Errorf("%w: the session holds no lock %d", dlm.ErrNotHeld, m.Lock))
 			return
 		}
 	}
@@ -453,28 +519,70 @@ func (ss *session) keepAlive(id uint64, m *wire.ClientKeepAlive) {
 	}()
 }
 
+// describe asks the resource's master, wherever it is, for its queues
+// (dlm's Lockspace.Describe), on a goroutine of its own: the master may be
+// on another node, or recovering.
 func (ss *session) describe(id uint64, m *wire.ClientDescribe) {
 	ls, err := ss.lockspace(m.Lockspace)
 	if err != nil {
 		ss.fail(id, err)
 		return
 	}
-	r := &wire.ClientResource{Master: ls.MasterOf(m.Resource)}
-	if rs, ok := ls.Dump(m.Resource); ok {
-		// The dump says how the value block stands, not what it holds.
-		r.Known, r.LVBSeq = true, rs.Value.Seq
-		if rs.Value.Valid {
-			r.LVBFlags = wire.LVBValid
+	timeout := m.Timeout
+	if timeout == 0 {
+		timeout = int64(ss.ttl)
+	}
+	ctx, err := ss.startOp(id, timeout)
+	if err != nil {
+		ss.fail(id, err)
+		return
+	}
+	resource := m.Resource
+	go func() {
+		defer ss.endOp(id)
+		rd, err := ls.Describe(ctx, resource)
+		if err != nil {
+			ss.reply(id, errorMsg(err), true)
+			return
 		}
-		for q, locks := range [][]dlm.LockInfo{rs.Granted, rs.Converting, rs.Waiting} {
-			for _, l := range locks {
-				if len(r.Locks) < wire.MaxDescribed {
-					r.Locks = append(r.Locks, wire.ClientDescribedLock{Queue: uint8(q) + wire.QueueGranted, Granted: l.Mode, Requested: l.Requested})
-				}
+		ss.reply(id, describedResource(rd, ss.srv.cfg.MaxFrame), true)
+	}()
+}
+
+// describedResource is the ClientResource of a master's description: the
+// locks that fit in a frame of maxFrame bytes (and MaxDescribed), in
+// queue order, the rest counted in Omitted. The value block's state is
+// told, not its bytes.
+func describedResource(rd dlm.ResourceDump, maxFrame int) *wire.ClientResource {
+	r := &wire.ClientResource{Master: rd.Master, Omitted: uint32(rd.Omitted)}
+	room := maxFrame - 64 - len(rd.Master) // header, the resource's fields
+	for q, locks := range [][]dlm.LockInfo{rd.Granted, rd.Converting, rd.Waiting} {
+		for _, l := range locks {
+			r.Known = true
+			// A described lock is at most 1 (array) + 3 + 2+node + 5·9 + 5 bytes.
+			size := 56 + len(l.Node)
+			if len(r.Locks) >= wire.MaxDescribed || size > room {
+				r.Omitted++
+				continue
 			}
+			room -= size
+			r.Locks = append(r.Locks, wire.ClientDescribedLock{
+				Queue: uint8(q) + wire.QueueGranted, Granted: l.Mode, Requested: l.Requested,
+				Node: l.Node, Lock: l.ID, Owner: l.Owner, Token: l.Token,
+				Waited: int64(l.Wait), TTL: int64(l.TTL), Count: uint32(l.Permits),
+			})
 		}
 	}
-	ss.reply(id, r, false)
+	if rd.Omitted > 0 {
+		r.Known = true
+	}
+	if r.Known {
+		r.LVBSeq, r.Permits = rd.Value.Seq, uint32(rd.Permits)
+		if rd.Value.Valid {
+			r.LVBFlags = wire.LVBValid
+		}
+	}
+	return r
 }
 
 // bye ends the session at the client's request.

@@ -29,6 +29,7 @@ type session struct {
 	c       *conn            // nil while the client is away
 	outbox  []byte           // frames for the client while it is away
 	holds   map[uint64]*hold // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
+	permits map[uint64]*dlm.Permit // permits of semaphores (ClientAcquire), by id; their locks are ds's
 	pending map[uint64]*op   // waiting requests, by request id
 	owners  map[ownerKey]*dlm.Owner
 	last    uint64 // highest request id read
@@ -40,10 +41,12 @@ type ownerKey struct {
 	id        uint64
 }
 
-// op is a request that waits: a lock, a conversion or a renewal.
+// op is a request that waits: a lock, a conversion, permits, a
+// description or a renewal.
 type op struct {
-	cancel func() // withdraws it (ClientCancel, the session's end)
-	stop   func() // ends its context once answered (a renewal's), or nil
+	cancel    func() // withdraws it (ClientCancel, the session's end)
+	stop      func() // ends its context once answered (a renewal's), or nil
+	cancelled bool   // ClientCancel came for it
 }
 
 // errSessionGone: a ClientHello resumes a session this agent does not have
@@ -196,6 +199,7 @@ func (ss *session) lease() (time.Duration, error) {
 // Unlock ends it in the node's books, telling its master if it still
 // has it).
 func (ss *session) lockLost(lk *dlm.Lock, why error) {
+	ss.forgetPermit(lk.ID())
 	_ = lk.Unlock()
 	ss.send(wire.Header{}, &wire.ClientLost{Lock: lk.ID(), Code: codeOf(why), Text: truncate(why.Error())}, false)
 }

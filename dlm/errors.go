@@ -65,10 +65,10 @@ var (
 	// ErrWrongKind: a lock was asked for on a resource that is a semaphore
 	// (permits are held on it), or permits on a resource that has locks: a
 	// name is one or the other while it is in use.
-	ErrWrongKind = errors.New("dlm: resource is of another kind")
+	ErrWrongKind = lockapi.ErrWrongKind
 	// ErrPermitsMismatch: permits were asked for with another number of
 	// permits than the semaphore has while it is in use.
-	ErrPermitsMismatch = errors.New("dlm: semaphore has another number of permits")
+	ErrPermitsMismatch = lockapi.ErrPermitsMismatch
 )
 
 // fromMaster turns an error of the lock table into the public error.

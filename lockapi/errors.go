@@ -26,6 +26,13 @@ var (
 	ErrReentrantMode   = errors.New("dlm: owner holds the resource in a weaker mode")
 	ErrTimeout         = errors.New("dlm: timed out")
 	ErrCancelled       = errors.New("dlm: cancelled")
+	// ErrWrongKind: locks were asked for on a semaphore's name, or
+	// permits on a name that has locks (a name is one or the other while
+	// it is in use).
+	ErrWrongKind = errors.New("dlm: resource is of another kind")
+	// ErrPermitsMismatch: permits were asked for with another number of
+	// permits than the semaphore has while it is in use.
+	ErrPermitsMismatch = errors.New("dlm: semaphore has another number of permits")
 	// ErrNoLeader: nobody holds the election.
 	ErrNoLeader = errors.New("dlm: no leader")
 )

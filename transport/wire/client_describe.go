@@ -73,8 +73,8 @@ type ClientDescribedLock struct {
 	Lock      uint64     // its id on that node
 	Owner     uint64     // its owner there; 0 for none
 	Token     uint64     // the fencing token of its latest grant; 0 while waiting
-	Waited    int64      // ns: how long it has waited (converting, waiting) or waited before its grant
-	TTL       int64      // ns: its own TTL; 0 for none
+	Waited    int64      // ns a converting or waiting lock has waited
+	TTL       int64      // ns left of its own TTL before its master releases it; 0 for none
 	Count     uint32     // permits it holds or asks for, ≤ Permits; 0 on a resource locked in modes
 }
 

@@ -154,7 +154,8 @@ const (
 type ClientCode uint8
 
 // Client codes; each is one of the dlm sentinel errors (lockapi) except
-// the last three, which are the client port's own.
+// unauthorized, protocol and session ended, which are the client port's
+// own.
 const (
 	CodeOther           ClientCode = 1  // anything else; the text says what
 	CodeNotQueued       ClientCode = 2  // a try could not be granted at once
@@ -174,8 +175,10 @@ const (
 	CodeUnauthorized    ClientCode = 16 // ClientHello without the right token
 	CodeProtocol        ClientCode = 17 // a frame the agent could not accept
 	CodeSessionEnded    ClientCode = 18 // the session expired or was closed
+	CodeWrongKind       ClientCode = 19 // locks on a semaphore, or permits on a locked name
+	CodePermitsMismatch ClientCode = 20 // permits asked with another count than the semaphore's
 
-	codeEnd ClientCode = 19
+	codeEnd ClientCode = 21
 )
 
 // Valid reports whether c is one of the codes above.
