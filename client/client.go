@@ -232,7 +232,7 @@ func (c *Client) dropSessionLocked(why error) {
 		lk.loseLocked(why)
 	}
 	for id, cl := range c.pending {
-		if _, isLock := cl.msg.(*wire.ClientLock); isLock && !cl.done && !cl.abandoned && !c.closed {
+		if isNewLock(cl.msg) && !cl.done && !cl.abandoned && !c.closed {
 			cl.sent = false
 			continue
 		}
@@ -458,7 +458,7 @@ func (c *Client) abandon(cl *call) {
 	sent := cl.sent
 	c.mu.Unlock()
 	switch cl.msg.(type) {
-	case *wire.ClientLock, *wire.ClientConvert:
+	case *wire.ClientLock, *wire.ClientConvert, *wire.ClientAcquire, *wire.ClientDescribe:
 		if sent {
 			c.post(&wire.ClientCancel{Request: cl.id})
 		}
@@ -540,7 +540,7 @@ func (c *Client) answer(id uint64, m wire.Message) {
 	switch {
 	case cl.abandoned:
 		delete(c.pending, id)
-		if _, isLock := cl.msg.(*wire.ClientLock); isLock && granted {
+		if isNewLock(cl.msg) && granted {
 			c.postLocked(&wire.ClientUnlock{Lock: g.Lock}) // granted after its caller gave up
 		}
 	case cl.lock != nil && granted && cl.err == nil:
@@ -560,6 +560,16 @@ func (c *Client) answer(id uint64, m wire.Message) {
 		cl.lock.grantLocked(&cl.grant)
 		c.locks[g.Lock] = cl.lock
 	}
+}
+
+// isNewLock reports whether m asks for a new lock or new permits: a
+// request whose grant makes something the client must give back.
+func isNewLock(m wire.Message) bool {
+	switch m.(type) {
+	case *wire.ClientLock, *wire.ClientAcquire:
+		return true
+	}
+	return false
 }
 
 // postLocked is post for a caller that holds c.mu: the send happens on a

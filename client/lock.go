@@ -90,6 +90,9 @@ func (ls *Lockspace) lock(ctx context.Context, resource string, mode modes.Mode,
 	if o.OnBlocking != nil {
 		m.Flags |= wire.ClientNotify
 	}
+	if o.FailFast {
+		m.Flags |= wire.ClientFailFast
+	}
 	if o.Cached {
 		if mode != modes.PR || o.Expedite || o.OnBlocking != nil || o.Owner != nil || o.TTL != 0 {
 			return nil, fmt.Errorf("%w: a cached lock is PR, without expedite, blocking notifications, owner or TTL", lockapi.ErrInvalidArgument)
@@ -166,17 +169,53 @@ func (ls *Lockspace) Mutex(resource string) *lockapi.Mutex {
 // embedded node's Lockspace.Election(name).
 func (ls *Lockspace) Election(name string) *lockapi.Election { return lockapi.NewElection(ls, name) }
 
-// Resource describes a resource as its agent sees it.
+// RWMutex returns a reader/writer lock on resource (readers in PR, a
+// writer in EX, Upgrade and Downgrade in place): the same implementation
+// as an embedded node's Lockspace.RWMutex, and the same lock.
+func (ls *Lockspace) RWMutex(resource string) *lockapi.RWMutex {
+	return lockapi.NewRWMutex(ls, resource, ls.c.log)
+}
+
+// LockAll takes every lock of reqs or none of them, in a canonical order
+// so that two LockAll calls never deadlock each other (lockapi.LockAll,
+// the implementation an embedded node's LockAll shares). The locks come
+// back in the order of reqs. Every name and mode is checked before
+// anything is locked.
+func (ls *Lockspace) LockAll(ctx context.Context, reqs []lockapi.Request) ([]*Lock, error) {
+	for i, r := range reqs {
+		if err := ls.check(r.Resource, r.Mode); err != nil {
+			return nil, fmt.Errorf("dlm: LockAll: request %d: %w", i, err)
+		}
+	}
+	taken, err := lockapi.LockAll(ctx, ls, reqs)
+	if err != nil {
+		return nil, err
+	}
+	locks := make([]*Lock, len(taken))
+	for i, lk := range taken {
+		locks[i] = lk.(*Lock)
+	}
+	return locks, nil
+}
+
+// Resource describes a resource as its master sees it.
 type Resource struct {
 	// Master is the node that masters the resource.
 	Master string
-	// Known says whether the rest is filled in: the client's agent masters
-	// the resource and it has locks.
+	// Known says whether the master has the resource: someone holds or
+	// waits for it.
 	Known bool
-	// Value, ValueSeq and ValueValid are its lock value block.
+	// Value is empty: the agent tells the value block's state, not its
+	// bytes (a lock reads them). ValueSeq and ValueValid are that state.
 	Value      []byte
 	ValueSeq   uint64
 	ValueValid bool
+	// Permits is a semaphore's number of permits; 0 for a resource locked
+	// in modes.
+	Permits int
+	// Omitted counts the locks left out of Locks: more than one answer
+	// carries.
+	Omitted int
 	// Locks are its locks in queue order: granted, converting, waiting.
 	Locks []DescribedLock
 }
@@ -185,23 +224,45 @@ type Resource struct {
 type DescribedLock struct {
 	// Queue is 1 for granted, 2 for converting, 3 for waiting.
 	Queue     uint8
-	Granted   modes.Mode
-	Requested modes.Mode
+	Granted   modes.Mode // NL while waiting
+	Requested modes.Mode // the mode asked for; Granted once granted
+	// Node is the node that holds or asks for it: for a client's lock, the
+	// client's agent.
+	Node string
+	// ID is its id on Node (a client's lock: the id Lock names it by there).
+	ID uint64
+	// Owner is its owner on Node; 0 for none.
+	Owner uint64
+	// Token is the fencing token of its latest grant; 0 while waiting.
+	Token uint64
+	// Waited is how long a converting or waiting lock has waited.
+	Waited time.Duration
+	// TTL is what is left of its own TTL; 0 for none.
+	TTL time.Duration
+	// Permits is, on a semaphore, the permits it holds or asks for.
+	Permits int
 }
 
-// Describe asks the agent about a resource.
+// Describe asks the resource's master, wherever it is, through the agent,
+// who holds the resource (mode, node, owner, token; permits on a
+// semaphore), who converts and who waits, and for how long: each queue in
+// the master's order. It waits while the master is unreachable or
+// recovering, as long as ctx allows.
 func (ls *Lockspace) Describe(ctx context.Context, resource string) (Resource, error) {
 	if err := ls.check(resource, modes.NL); err != nil {
 		return Resource{}, err
 	}
-	cl := ls.c.newCall(&wire.ClientDescribe{Lockspace: ls.name, Resource: resource})
+	cl := ls.c.newCall(&wire.ClientDescribe{Lockspace: ls.name, Resource: resource, Timeout: timeoutOf(ctx)})
 	if err := ls.c.do(ctx, cl); err != nil {
-		return Resource{}, err
+		return Resource{}, waitError(ctx, err)
 	}
 	r := cl.res
-	out := Resource{Master: r.Master, Known: r.Known, Value: r.LVB, ValueSeq: r.LVBSeq, ValueValid: r.LVBFlags&wire.LVBValid != 0}
+	out := Resource{Master: r.Master, Known: r.Known, Value: r.LVB, ValueSeq: r.LVBSeq, ValueValid: r.LVBFlags&wire.LVBValid != 0,
+		Permits: int(r.Permits), Omitted: int(r.Omitted)}
 	for _, dl := range r.Locks {
-		out.Locks = append(out.Locks, DescribedLock{Queue: dl.Queue, Granted: dl.Granted, Requested: dl.Requested})
+		out.Locks = append(out.Locks, DescribedLock{Queue: dl.Queue, Granted: dl.Granted, Requested: dl.Requested,
+			Node: dl.Node, ID: dl.Lock, Owner: dl.Owner, Token: dl.Token, Waited: time.Duration(dl.Waited),
+			TTL: time.Duration(dl.TTL), Permits: int(dl.Count)})
 	}
 	return out, nil
 }
@@ -215,6 +276,7 @@ type Lock struct {
 	onBlock  func(modes.Mode)
 	ttl      time.Duration
 	cached   bool // a hold on the agent's shared-lock cache (lockapi.Cached)
+	permits  int  // > 0: permits of a semaphore (Permit), not a lock in a mode
 
 	mu       sync.Mutex
 	id       uint64 // the agent's id for it, set with the grant
@@ -234,6 +296,7 @@ type Lock struct {
 	// was sent (as dlm's TTL locks do), unless renewed first.
 	leaseEnds time.Time
 	lease     *time.Timer
+	ctxs      map[*context.CancelCauseFunc]struct{} // contexts of Context, until cancelled
 }
 
 var _ lockapi.Lock = (*Lock)(nil)
@@ -261,6 +324,55 @@ func (lk *Lock) loseLocked(why error) {
 		lk.lost = make(chan struct{})
 	}
 	close(lk.lost)
+	lk.cancelContextsLocked(why)
+}
+
+// Context returns a context derived from parent that is cancelled the
+// moment the lock stops being safe to act on: when it is lost (Lost
+// closes: its session ended or expired, the agent died or lost its
+// quorum, the client's trust in its lease ran out, its own TTL ran out,
+// the agent pushed its loss) or the client unlocks it. context.Cause says
+// why: the error Err returns, or ErrNotHeld after an Unlock. Call the
+// CancelFunc when the work is done.
+//
+// The context is an early warning, not the guard: a process paused after
+// it checked the context still writes late. Send Token with every write
+// and have the store refuse a token lower than the highest it accepted.
+func (lk *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	switch {
+	case lk.lostErr != nil:
+		cancel(lk.lostErr)
+		return ctx, func() {}
+	case lk.released:
+		cancel(errUnlocked)
+		return ctx, func() {}
+	}
+	if lk.ctxs == nil {
+		lk.ctxs = map[*context.CancelCauseFunc]struct{}{}
+	}
+	key := &cancel
+	lk.ctxs[key] = struct{}{}
+	return ctx, func() {
+		lk.mu.Lock()
+		delete(lk.ctxs, key)
+		lk.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// errUnlocked is the cause of a Lock.Context whose lock was unlocked.
+var errUnlocked = fmt.Errorf("%w: unlocked", lockapi.ErrNotHeld)
+
+// cancelContextsLocked cancels the lock's contexts with cause. Caller
+// holds lk.mu.
+func (lk *Lock) cancelContextsLocked(cause error) {
+	for c := range lk.ctxs {
+		(*c)(cause)
+	}
+	lk.ctxs = nil
 }
 
 // begin starts an operation on the lock.
@@ -270,6 +382,8 @@ func (lk *Lock) begin() error {
 	switch {
 	case lk.cached:
 		return fmt.Errorf("%w: a cached hold is neither converted nor given a value", lockapi.ErrInvalidArgument)
+	case lk.permits > 0:
+		return fmt.Errorf("%w: permits are neither converted nor given a value", lockapi.ErrInvalidArgument)
 	case lk.lostErr != nil:
 		return lk.lostErr
 	case lk.released:
@@ -370,6 +484,7 @@ func (lk *Lock) Unlock() error {
 	if lost != nil {
 		lk.reported = true
 	}
+	lk.cancelContextsLocked(errUnlocked)
 	lk.mu.Unlock()
 	c := lk.ls.c
 	c.mu.Lock()

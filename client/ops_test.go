@@ -363,9 +363,9 @@ func TestConvertOptions(t *testing.T) {
 	}
 }
 
-// TestDescribeAndBadInput: Describe names the master and, at the master's
-// agent, the queues; invalid arguments are refused before anything is
-// sent.
+// TestDescribeAndBadInput: Describe names the master and the queues,
+// at any agent (the agent asks the master); invalid arguments are refused
+// before anything is sent.
 func TestDescribeAndBadInput(t *testing.T) {
 	a := startAgents(t, 3, nil, nil)
 	res := a.resourceOn(0, "desc")
@@ -383,7 +383,8 @@ func TestDescribeAndBadInput(t *testing.T) {
 		t.Fatalf("describe: %+v", d)
 	}
 	other, err := dial(t, a.addrs[1]).Lockspace("test").Describe(bg, res)
-	if err != nil || other.Master != a.nodes[0].Name() || other.Known {
+	if err != nil || other.Master != a.nodes[0].Name() || !other.Known || len(other.Locks) != 1 ||
+		other.Locks[0].Token != lk.Token() || other.Locks[0].Node != a.nodes[0].Name() {
 		t.Fatalf("describe at another agent: %+v, %v", other, err)
 	}
 	for name, f := range map[string]func() error{

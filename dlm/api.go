@@ -60,6 +60,9 @@ func (ls *Lockspace) fromAPI(opts []lockapi.Option) ([]LockOption, bool, error) 
 	if a.Expedite {
 		o = append(o, Expedite())
 	}
+	if a.FailFast {
+		o = append(o, FailFast())
+	}
 	return o, a.Try, nil
 }
 

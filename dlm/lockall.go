@@ -1,11 +1,10 @@
 package dlm
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
+	"github.com/seed-a6839e30/dlm/lockapi"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -17,13 +16,11 @@ type Request struct {
 	Options  []LockOption
 }
 
-// LockAll takes every lock of reqs or none of them. It takes them one by
-// one in a canonical order, by resource name (bytewise), whatever the order
-// of reqs, so two LockAll calls (on any nodes) whose sets overlap can never
-// deadlock each other: neither can wait for a lock the other holds while
-// holding one the other waits for. If a request fails or ctx ends, it
-// unlocks what it took, in reverse order, and returns the error, naming
-// the resource. The locks come back in the order of reqs.
+// LockAll takes every lock of reqs or none of them, as lockapi.LockAll
+// does (one implementation for embedded nodes and clients): in a
+// canonical order, by resource name, so that two LockAll calls whose sets
+// overlap never deadlock each other, releasing what it took if a request
+// fails or ctx ends. The locks come back in the order of reqs.
 //
 // A resource named twice is ErrInvalidArgument, as is a bad mode, name or
 // option in any request: all are checked before anything is locked.
@@ -31,29 +28,8 @@ type Request struct {
 // caller that holds a lock and then calls LockAll can deadlock with one
 // that does the reverse (Owners and Config.DeadlockWait find that).
 func (ls *Lockspace) LockAll(ctx context.Context, reqs []Request) ([]*Lock, error) {
-	order, err := ls.lockAllOrder(reqs)
-	if err != nil {
-		return nil, err
-	}
-	locks := make([]*Lock, len(reqs))
-	for n, i := range order {
-		r := reqs[i]
-		lk, err := ls.Lock(ctx, r.Resource, r.Mode, r.Options...)
-		if err != nil {
-			for _, j := range slices.Backward(order[:n]) {
-				_ = locks[j].Unlock() // lost or not, it is released
-			}
-			return nil, fmt.Errorf("dlm: LockAll: %q in %v: %w", r.Resource, r.Mode, err)
-		}
-		locks[i] = lk
-	}
-	return locks, nil
-}
-
-// lockAllOrder checks the requests and returns their indexes in the order
-// to take them.
-func (ls *Lockspace) lockAllOrder(reqs []Request) ([]int, error) {
-	order := make([]int, len(reqs))
+	api := make([]lockapi.Request, len(reqs))
+	opts := make(map[string][]LockOption, len(reqs))
 	for i, r := range reqs {
 		if err := ls.checkResource(r.Resource); err != nil {
 			return nil, fmt.Errorf("dlm: LockAll: request %d: %w", i, err)
@@ -62,13 +38,35 @@ func (ls *Lockspace) lockAllOrder(reqs []Request) ([]int, error) {
 		if err := o.validate(r.Mode, false); err != nil {
 			return nil, fmt.Errorf("dlm: LockAll: request %d (%q): %w", i, r.Resource, err)
 		}
-		order[i] = i
+		api[i] = lockapi.Request{Resource: r.Resource, Mode: r.Mode}
+		opts[r.Resource] = r.Options
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(reqs[a].Resource, reqs[b].Resource) })
-	for k := 1; k < len(order); k++ {
-		if reqs[order[k]].Resource == reqs[order[k-1]].Resource {
-			return nil, fmt.Errorf("%w: LockAll names %q twice", ErrInvalidArgument, reqs[order[k]].Resource)
-		}
+	taken, err := lockapi.LockAll(ctx, lockAllSpace{ls, opts}, api)
+	if err != nil {
+		return nil, err
 	}
-	return order, nil
+	locks := make([]*Lock, len(taken))
+	for i, lk := range taken {
+		locks[i] = Unwrap(lk)
+	}
+	return locks, nil
+}
+
+// lockAllSpace is the lockspace as lockapi.LockAll sees it: each resource
+// taken with its request's options of this package (which lockapi's
+// cannot carry: InSession, a reentrant owner). A resource is named once
+// in a LockAll, so it names its request.
+type lockAllSpace struct {
+	ls   *Lockspace
+	opts map[string][]LockOption
+}
+
+func (s lockAllSpace) Name() string { return s.ls.name }
+
+func (s lockAllSpace) Acquire(ctx context.Context, resource string, mode modes.Mode, _ ...lockapi.Option) (lockapi.Lock, error) {
+	lk, err := s.ls.Lock(ctx, resource, mode, s.opts[resource]...)
+	if err != nil {
+		return nil, err
+	}
+	return apiLock{lk}, nil
 }

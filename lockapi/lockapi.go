@@ -52,6 +52,13 @@ type Lock interface {
 	Lost() <-chan struct{}
 	// Err returns why the lock was lost, or nil.
 	Err() error
+	// Context returns a context derived from parent, cancelled the
+	// moment the lock is lost (Lost closes) or unlocked; context.Cause
+	// says why (Err, or ErrNotHeld after an Unlock). Run the work the lock
+	// protects under it, so that a lost lock interrupts the work; the
+	// fencing token, not the context, is what keeps a paused holder's late
+	// write out. Call the CancelFunc when the work is done.
+	Context(parent context.Context) (context.Context, context.CancelFunc)
 }
 
 // Owner groups the locks of one transaction or process for deadlock

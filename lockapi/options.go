@@ -26,6 +26,8 @@ type Options struct {
 	Expedite bool
 	// Cached: a PR lock served from a shared-lock cache (see Cached).
 	Cached bool
+	// FailFast: fail with ErrNoQuorum instead of waiting for quorum.
+	FailFast bool
 }
 
 // Apply returns what opts ask for; nil options are skipped.
@@ -80,3 +82,10 @@ func Expedite() Option { return func(o *Options) { o.Expedite = true } }
 // value to write, no conversion and no owner. An embedded lockspace has no
 // implicit cache and takes a plain lock (use dlm.Cache directly).
 func Cached() Option { return func(o *Options) { o.Cached = true } }
+
+// FailFast makes an Acquire (or a semaphore's Acquire) fail at once with
+// ErrNoQuorum while the node that would take the lock (the embedded node,
+// or the client's agent) has no quorum, instead of waiting, as long as
+// its context allows, for quorum to return. A program that has something
+// better to do than wait (serve stale reads, shed the request) asks for it.
+func FailFast() Option { return func(o *Options) { o.FailFast = true } }
