@@ -55,6 +55,9 @@ func helperMain() int {
 		fmt.Println("dial:", err)
 		return 1
 	}
+	if p := os.Getenv("DLM_HELPER_PERMITS"); p != "" {
+		return helperPermits(ctx, c, res, p)
+	}
 	lk, err := c.Lockspace("test").Lock(ctx, res, modes.EX)
 	if err != nil {
 		fmt.Println("lock:", err)
@@ -144,6 +147,12 @@ func startHelper(t *testing.T, addr, res, store string, ttl time.Duration) *help
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "DLM_HELPER_ADDR="+addr, "DLM_HELPER_RESOURCE="+res,
 		"DLM_HELPER_STORE="+store, "DLM_HELPER_TTL="+ttl.String())
+	return runHelper(t, cmd)
+}
+
+// runHelper starts cmd, a client process, and collects its lines.
+func runHelper(t *testing.T, cmd *exec.Cmd) *helperProcess {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,9 @@ var codes = []struct {
 	{dlm.ErrNotQueued, wire.CodeNotQueued},
 	{dlm.ErrDeadlock, wire.CodeDeadlock},
 	{dlm.ErrLockLost, wire.CodeLockLost},
+	// A request that timed out waiting for quorum matches both; it timed out.
+	{dlm.ErrTimeout, wire.CodeTimeout},
+	{dlm.ErrCancelled, wire.CodeCancelled},
 	{dlm.ErrNoQuorum, wire.CodeNoQuorum},
 	{dlm.ErrClosed, wire.CodeClosed},
 	{dlm.ErrNotHeld, wire.CodeNotHeld},
@@ -30,8 +33,6 @@ var codes = []struct {
 	{dlm.ErrReentrantMode, wire.CodeInvalidArgument},
 	{dlm.ErrLimit, wire.CodeLimit},
 	{dlm.ErrUnavailable, wire.CodeUnavailable},
-	{dlm.ErrTimeout, wire.CodeTimeout},
-	{dlm.ErrCancelled, wire.CodeCancelled},
 }
 
 // codeOf returns the code a client is told for err.
