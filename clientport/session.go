@@ -26,11 +26,11 @@ type session struct {
 	in  dlm.LockOption // dlm.InSession(ds), made once
 
 	mu      sync.Mutex
-	c       *conn            // nil while the client is away
-	outbox  []byte           // frames for the client while it is away
-	holds   map[uint64]*hold // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
+	c       *conn                  // nil while the client is away
+	outbox  []byte                 // frames for the client while it is away
+	holds   map[uint64]*hold       // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
 	permits map[uint64]*dlm.Permit // permits of semaphores (ClientAcquire), by id; their locks are ds's
-	pending map[uint64]*op   // waiting requests, by request id
+	pending map[uint64]*op         // waiting requests, by request id
 	owners  map[ownerKey]*dlm.Owner
 	last    uint64 // highest request id read
 	over    bool   // the session ended
