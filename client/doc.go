@@ -13,8 +13,18 @@
 // does: code written against the interface switches between connecting and
 // embedding by the line that opens the lockspace. Options and errors are
 // lockapi's (Try, OnBlocking, WithTTL, WithOwner, ...; ErrNotQueued,
-// ErrLockLost, ...). Mutex and Election work over it as over an embedded
-// lockspace, in the same elections.
+// ErrLockLost, ...). Mutex, RWMutex, LockAll and Election work over it as
+// over an embedded lockspace (they are lockapi's, one implementation for
+// both), on the same locks and in the same elections.
+//
+// Semaphores (Lockspace.Semaphore, Acquire, TryAcquire, Permit.Release)
+// are the cluster's counting semaphores, shared with embedded nodes: FIFO,
+// a fencing token per acquisition, permits held in the session and lost
+// with it. Lock.Context (and Permit.Context) is a context cancelled the
+// moment the lock is lost or unlocked, to run the protected work under.
+// Describe asks the resource's master who holds, converts and waits. A
+// request made while the agent has no quorum waits for it to return,
+// within its context, unless lockapi.FailFast asks to fail at once.
 //
 // # Trust, sessions and failures
 //

@@ -12,11 +12,14 @@
 //	store.Write(lk.Token(), data)
 //	err = lk.Unlock()
 //
-// Options (Try, OnBlocking, WithTTL, WithOwner, QueueConvert,
+// Options (Try, FailFast, OnBlocking, WithTTL, WithOwner, QueueConvert,
 // DemoteOnDeadlock, Expedite) and errors (ErrNotQueued, ErrLockLost, ...)
 // are shared too: dlm's and client's sentinel errors are these, so
-// errors.Is works the same on both. Mutex (a sync.Locker) and Election
-// (leader election on one lock) are built on the interface alone, so they
-// work the same embedded or connected, and embedded and connected
-// candidates take part in the same election.
+// errors.Is works the same on both. Mutex (a sync.Locker), RWMutex (PR
+// readers, an EX writer, Upgrade and Downgrade in place), LockAll (all or
+// none, in one canonical order) and Election (leader election on one lock)
+// are built on the interface alone, so they work the same embedded or
+// connected, and embedded and connected candidates take part in the same
+// election. Lock.Context runs work under a context that ends when the lock
+// is lost; FailFast makes a request refuse to wait for quorum.
 package lockapi
