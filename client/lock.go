@@ -74,12 +74,9 @@ func (ls *Lockspace) lock(ctx context.Context, resource string, mode modes.Mode,
 	case o.Expedite && (mode != modes.NL || o.Try):
 		return nil, fmt.Errorf("%w: Expedite is only for new NL locks, without TryLock", lockapi.ErrInvalidArgument)
 	}
-	if o.Owner != nil {
-		own, ok := o.Owner.(*Owner)
-		if !ok || own.ls.c != ls.c || own.ls.name != ls.name {
-			return nil, fmt.Errorf("%w: owner %T is not one of this client's, in lockspace %q", lockapi.ErrInvalidArgument, o.Owner, ls.name)
-		}
-		m.Owner = own.id
+	var err error
+	if m.Owner, err = ls.ownerOf(o.Owner); err != nil {
+		return nil, err
 	}
 	if o.Try {
 		m.Flags |= wire.ClientTry
@@ -110,6 +107,19 @@ func (ls *Lockspace) lock(ctx context.Context, resource string, mode modes.Mode,
 		lk.extendLease(sent)
 	}
 	return lk, nil
+}
+
+// ownerOf returns the session's id of owner o (0 for none), which must be
+// one of this client's in this lockspace.
+func (ls *Lockspace) ownerOf(o lockapi.Owner) (uint64, error) {
+	if o == nil {
+		return 0, nil
+	}
+	own, ok := o.(*Owner)
+	if !ok || own.ls.c != ls.c || own.ls.name != ls.name {
+		return 0, fmt.Errorf("%w: owner %T is not one of this client's, in lockspace %q", lockapi.ErrInvalidArgument, o, ls.name)
+	}
+	return own.id, nil
 }
 
 // waitError is the error of a wait that failed with err: the context's if

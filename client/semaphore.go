@@ -75,12 +75,9 @@ func (s *Semaphore) acquire(ctx context.Context, n int, o lockapi.Options) (*Per
 	ls := s.ls
 	m := &wire.ClientAcquire{Lockspace: ls.name, Semaphore: s.name, Permits: s.permits, Count: uint32(n),
 		TTL: int64(o.TTL), Timeout: timeoutOf(ctx)}
-	if o.Owner != nil {
-		own, ok := o.Owner.(*Owner)
-		if !ok || own.ls.c != ls.c || own.ls.name != ls.name {
-			return nil, fmt.Errorf("%w: owner %T is not one of this client's, in lockspace %q", lockapi.ErrInvalidArgument, o.Owner, ls.name)
-		}
-		m.Owner = own.id
+	var err error
+	if m.Owner, err = ls.ownerOf(o.Owner); err != nil {
+		return nil, err
 	}
 	if o.Try {
 		m.Flags |= wire.ClientTry

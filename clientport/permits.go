@@ -1,7 +1,6 @@
 package clientport
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/dlm"
@@ -14,16 +13,8 @@ import (
 // with it. The acquisition waits (for its turn, for a master, for quorum
 // unless ClientFailFast) on a goroutine of its own.
 func (ss *session) acquire(id uint64, m *wire.ClientAcquire) {
-	ss.mu.Lock()
-	held := ss.ds.Len() + len(ss.holds)
-	ss.mu.Unlock()
-	if held >= ss.srv.cfg.MaxLocks {
-		ss.refuse(id, refusedLocks, fmt.Errorf("%w: the session holds or waits for %d locks, the agent's limit", dlm.ErrLimit, held))
-		return
-	}
-	ls, err := ss.lockspace(m.Lockspace)
-	if err != nil {
-		ss.fail(id, err)
+	ls := ss.lockspaceWithRoom(id, m.Lockspace)
+	if ls == nil {
 		return
 	}
 	sem, err := ls.Semaphore(m.Semaphore, int(m.Permits))

@@ -205,17 +205,28 @@ func (b *blockNote) granted(id uint64) {
 	}
 }
 
-func (ss *session) lock(id uint64, m *wire.ClientLock) {
+// lockspaceWithRoom opens the lockspace of a request for a new lock or
+// new permits, if the session may hold another; otherwise it answers the
+// request and returns nil.
+func (ss *session) lockspaceWithRoom(id uint64, name string) *dlm.Lockspace {
 	ss.mu.Lock()
 	held := ss.ds.Len() + len(ss.holds) // a waiting lock is in ds already
 	ss.mu.Unlock()
 	if held >= ss.srv.cfg.MaxLocks {
 		ss.refuse(id, refusedLocks, fmt.Errorf("%w: the session holds or waits for %d locks, the agent's limit", dlm.ErrLimit, held))
-		return
+		return nil
 	}
-	ls, err := ss.lockspace(m.Lockspace)
+	ls, err := ss.lockspace(name)
 	if err != nil {
 		ss.fail(id, err)
+		return nil
+	}
+	return ls
+}
+
+func (ss *session) lock(id uint64, m *wire.ClientLock) {
+	ls := ss.lockspaceWithRoom(id, m.Lockspace)
+	if ls == nil {
 		return
 	}
 	if m.Flags&wire.ClientCached != 0 {
