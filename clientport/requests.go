@@ -146,10 +146,12 @@ func (ss *session) setStop(id uint64, stop func()) {
 }
 
 // setCancel gives a reserved request the function that withdraws it, if
-// it is still waiting.
+// it is still waiting and has none: one refused at once for want of
+// quorum may have gone on to wait for it (waitQuorum), with a cancel of
+// its own.
 func (ss *session) setCancel(id uint64, cancel func()) {
 	ss.mu.Lock()
-	if o := ss.pending[id]; o != nil {
+	if o := ss.pending[id]; o != nil && o.cancel == nil {
 		o.cancel = cancel
 	}
 	ss.mu.Unlock()
