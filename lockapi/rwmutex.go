@@ -25,7 +25,7 @@ import (
 // waits for itself; use Upgrade.
 //
 // Upgrade converts one read lock PR→EX in place. Two holders upgrading at
-// once (on this node or on others) would each wait for the other's PR
+// once (anywhere in the cluster) would each wait for the other's PR
 // forever: the master finds that conversion deadlock at once and fails
 // the later Upgrade with ErrDeadlock; that caller still holds its read
 // lock, and should RUnlock it so the other can proceed. Downgrade converts
