@@ -521,7 +521,11 @@ func TestClientLockAll(t *testing.T) {
 		t.Fatalf("LockAll with a try on a held resource: %v", err)
 	}
 	for _, n := range []string{names[0], names[2]} {
-		lk, err := other.TryLock(bg, n, modes.EX)
+		// The client's Unlock does not wait for its agent: free soon, not
+		// at once.
+		fctx, fcancel := context.WithTimeout(bg, 5*time.Second)
+		lk, err := other.Lock(fctx, n, modes.EX)
+		fcancel()
 		if err != nil {
 			t.Fatalf("%s after the failed LockAll: %v", n, err)
 		}
