@@ -553,7 +553,7 @@ func (c *Client) answer(id uint64, m wire.Message) {
 			// moment, with no word reaching the client first. The
 			// request fails (the caller reads cl.err only once c.mu is
 			// let go) and the grant goes back.
-			cl.err = fmt.Errorf("%w: granted after the client's trust in its session ran out", lockapi.ErrLockLost)
+			cl.err = fmt.Errorf("%w: %w", lockapi.ErrLockLost, errUntrustedGrant)
 			c.postLocked(&wire.ClientUnlock{Lock: g.Lock})
 			break
 		}

@@ -97,16 +97,39 @@ func (ls *Lockspace) lock(ctx context.Context, resource string, mode modes.Mode,
 		m.Flags |= wire.ClientCached
 	}
 	lk := &Lock{ls: ls, resource: resource, onBlock: o.OnBlocking, ttl: o.TTL, cached: o.Cached}
-	cl := ls.c.newCall(m)
-	cl.lock = lk
 	sent := time.Now()
-	if err := ls.c.do(ctx, cl); err != nil {
+	if err := ls.c.doNew(ctx, m, lk); err != nil {
 		return nil, waitError(ctx, err)
 	}
 	if lk.ttl > 0 {
 		lk.extendLease(sent)
 	}
 	return lk, nil
+}
+
+// errUntrustedGrant: a new lock or permits granted after the client's
+// trust in its session ran out, given back (Client.answer).
+var errUntrustedGrant = errors.New("granted after the client's trust in its session ran out")
+
+// doNew sends m, a request for a new lock or new permits, for lk. A grant
+// that came after the client's trust in its session ran out was given
+// back: once a keep-alive restores the trust (the agent regained its
+// quorum, say, while the request waited for it), the request is made
+// again, as dlm makes again a request that a loss of quorum failed; it
+// loses its place in the queue, which a session without trust keeps
+// nowhere safely. ctx bounds it all.
+func (c *Client) doNew(ctx context.Context, m wire.Message, lk *Lock) error {
+	for {
+		cl := c.newCall(m)
+		cl.lock = lk
+		err := c.do(ctx, cl)
+		if !errors.Is(err, errUntrustedGrant) || ctx.Err() != nil {
+			return err
+		}
+		if err := c.renew(ctx, 0); err != nil {
+			return err
+		}
+	}
 }
 
 // ownerOf returns the session's id of owner o (0 for none), which must be

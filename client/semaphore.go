@@ -86,10 +86,8 @@ func (s *Semaphore) acquire(ctx context.Context, n int, o lockapi.Options) (*Per
 		m.Flags |= wire.ClientFailFast
 	}
 	lk := &Lock{ls: ls, resource: s.name, ttl: o.TTL, permits: n}
-	cl := ls.c.newCall(m)
-	cl.lock = lk
 	sent := time.Now()
-	if err := ls.c.do(ctx, cl); err != nil {
+	if err := ls.c.doNew(ctx, m, lk); err != nil {
 		return nil, waitError(ctx, err)
 	}
 	if lk.ttl > 0 {
