@@ -368,6 +368,9 @@ func TestClientFailFast(t *testing.T) {
 		if err == nil {
 			err = lk.Unlock()
 		}
+		if err != nil {
+			err = fmt.Errorf("lock: %w", err)
+		}
 		got <- err
 	}()
 	go func() {
@@ -376,6 +379,9 @@ func TestClientFailFast(t *testing.T) {
 		p, err := sem.Acquire(wctx, 2)
 		if err == nil {
 			err = p.Release()
+		}
+		if err != nil {
+			err = fmt.Errorf("acquire: %w", err)
 		}
 		got <- err
 	}()
