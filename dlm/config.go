@@ -208,6 +208,8 @@ func (c *Config) Validate() error {
 	}
 	if err := membership.ValidateTags(c.Tags); err != nil {
 		bad("Tags: %v", err)
+	} else {
+		c.validateTags(bad)
 	}
 	if c.TLS != nil {
 		want := transport.Identity{Cluster: c.ClusterID, Role: transport.RoleNode, Name: c.Name}

@@ -14,6 +14,9 @@ type testKnobs struct {
 	// noLockDelay switches the lock-delay off (the nemesis tests'
 	// control); Start sets it from seam.WithoutLockDelay.
 	noLockDelay bool
+	// noAgreement accepts every peer whatever configuration it advertises
+	// (the agreement tests' control).
+	noAgreement bool
 }
 
 // NoLockDelay is recovery's seam for the lock-delay (seam.NoLockDelay),

@@ -50,6 +50,9 @@ type Node struct {
 	gate gate
 	// recov holds what recovery collects between views; see recovery.go.
 	recov recoveryState
+	// agree is what the peers advertise of their configuration; see
+	// agreement.go.
+	agree agreement
 
 	closed  atomic.Bool
 	halted  atomic.Bool // Halt: leave no goodbye
@@ -102,9 +105,14 @@ func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 		return nil, fmt.Errorf("dlm: metrics: %w", err)
 	}
 	n.met = met
+	if err := n.initAgreement(); err != nil {
+		n.met.group.Unregister()
+		return nil, fmt.Errorf("dlm: metrics: %w", err)
+	}
 	n.deadlocks = newDeadlocks(n)
 	if err := n.startLinks(); err != nil {
 		n.met.group.Unregister()
+		n.agree.group.Unregister()
 		return nil, err
 	}
 	linkAddr := n.links.Addr().String()
@@ -117,12 +125,14 @@ func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 	if err := n.startRecovery(); err != nil {
 		_ = n.links.Close()
 		n.met.group.Unregister()
+		n.agree.group.Unregister()
 		return nil, err
 	}
 	if err := n.startMembership(); err != nil {
 		n.rec.Close()
 		_ = n.links.Close()
 		n.met.group.Unregister()
+		n.agree.group.Unregister()
 		return nil, err
 	}
 	n.wg.Add(2)
@@ -226,7 +236,7 @@ func (n *Node) startMembership() error {
 	mc.LinkAddr = n.self.linkAddr
 	mc.Seeds = n.cfg.Seeds
 	mc.SecretKey = n.cfg.GossipKey
-	mc.Tags = n.cfg.Tags
+	mc.Tags = n.cfg.advertisedTags(n.agree.mine)
 	if a := n.cfg.GossipAdvertiseAddr; a != "" {
 		host, port, err := splitHostPort(a)
 		if err != nil {
@@ -286,7 +296,16 @@ func (n *Node) Members() []string {
 // blocks.
 func (n *Node) onMemberEvent(ev membership.Event) {
 	name := ev.Member.Name
-	if !slices.Contains(n.cfg.Members, name) || name == n.self.name {
+	if name == n.self.name {
+		return
+	}
+	if !n.agreeOn(ev) {
+		n.mu.Lock()
+		delete(n.alive, name)
+		n.mu.Unlock()
+		return // refused: recovery keeps it out
+	}
+	if !slices.Contains(n.cfg.Members, name) {
 		return
 	}
 	n.mu.Lock()
@@ -470,6 +489,7 @@ func (n *Node) shutdown() {
 	close(n.closing)
 	n.wg.Wait()
 	n.met.group.Unregister()
+	n.agree.group.Unregister()
 	if err := errors.Join(errs...); err != nil {
 		n.log.Warn("close", "err", err)
 	}

@@ -27,7 +27,7 @@ import (
 func (m *Manager) coordinate() {
 	m.askResync()
 	m.mu.Lock()
-	if !m.isCoordinatorLocked() || m.proposing || time.Now().Before(m.retryAfter) {
+	if m.refusal.isolated != "" || !m.isCoordinatorLocked() || m.proposing || time.Now().Before(m.retryAfter) {
 		m.mu.Unlock()
 		return
 	}
@@ -187,6 +187,10 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 	m.highest = max(m.highest, p.Epoch)
 	reason := ""
 	switch {
+	case m.refusal.isolated != "":
+		reason = "this node is isolated: " + m.refusal.isolated
+	case m.refusedLocked(from.Name):
+		reason = "the proposer's cluster configuration differs from this node's"
 	case p.Epoch <= max(m.promised, m.committed.Epoch):
 		reason = "epoch not above what this node promised or committed"
 	case !v.Has(m.self):

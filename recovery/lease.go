@@ -48,7 +48,7 @@ func (m *Manager) heartbeat() {
 // of the committed view.
 func (m *Manager) onHeartbeat(from Member, to transport.ReplyTo) {
 	m.mu.Lock()
-	member := !m.evicted && m.committed.Has(from)
+	member := !m.evicted && m.committed.Has(from) && !m.refusedLocked(from.Name)
 	if member {
 		m.ackGiven[from] = time.Now()
 	}
@@ -67,7 +67,7 @@ func (m *Manager) onAck(peer string, sent time.Time, rep wire.Message, err error
 	}
 	m.mu.Lock()
 	m.highest = max(m.highest, ack.Epoch)
-	if ack.Member {
+	if ack.Member && !m.refusedLocked(peer) {
 		if sent.After(m.acks[peer]) {
 			m.acks[peer] = sent
 		}
@@ -107,7 +107,7 @@ func (m *Manager) checkLease() {
 	m.mu.Lock()
 	end, any := m.leaseEndLocked()
 	now := time.Now()
-	ok := any && (end.IsZero() || now.Before(end)) && !m.evicted
+	ok := any && (end.IsZero() || now.Before(end)) && !m.evicted && m.refusal.isolated == ""
 	was := m.leaseOK
 	m.leaseOK = ok
 	if ok && !end.IsZero() {

@@ -92,9 +92,10 @@ type Manager struct {
 	leaseTimer    *time.Timer
 	ackGiven      map[Member]time.Time // last heartbeat this node acked, per member
 	servedOnce    bool
-	stats         Stats  // the latest recovery completed here
-	resyncAfter   uint64 // a resync is wanted: a view newer than this epoch
-	forceAfter    uint64 // coordinator: propose even with the same members while committed ≤ this
+	stats         Stats   // the latest recovery completed here
+	resyncAfter   uint64  // a resync is wanted: a view newer than this epoch
+	forceAfter    uint64  // coordinator: propose even with the same members while committed ≤ this
+	refusal       refusal // peers refused for their configuration; see refusal.go
 
 	served chan struct{} // closed once the node first serves
 	stop   chan struct{}
@@ -221,6 +222,10 @@ func (m *Manager) MemberAlive(name string, boot uint64) {
 		return
 	}
 	m.mu.Lock()
+	if m.refusedLocked(name) {
+		m.mu.Unlock()
+		return
+	}
 	m.alive[name] = boot
 	m.noteQuorumLocked()
 	m.mu.Unlock()
