@@ -242,7 +242,7 @@ func TestLimitsValidate(t *testing.T) {
 		{MaxFrame: 1 << 20, MaxName: 1, MaxLVB: 0, MaxRenew: 1, MaxReport: 1<<16 + 1},
 		{MaxFrame: 1 << 20, MaxName: 256, MaxLVB: 1 << 20, MaxRenew: 1, MaxReport: 1},
 		{MaxFrame: 1 << 20, MaxName: 256, MaxLVB: 64, MaxRenew: 200000, MaxReport: 1},
-		// a view of MaxMembers members needs about 268 KiB
+		// a view of MaxMembers members with its configuration needs about 784 KiB
 		{MaxFrame: 256 << 10, MaxName: 256, MaxLVB: 64, MaxRenew: 1, MaxReport: 1},
 	}
 	for _, l := range bad {
@@ -251,7 +251,7 @@ func TestLimitsValidate(t *testing.T) {
 		}
 	}
 	good := []Limits{
-		{MaxFrame: 280 << 10, MaxName: 256, MaxLVB: 4096, MaxRenew: 4096, MaxReport: 1},
+		{MaxFrame: 800 << 10, MaxName: 256, MaxLVB: 4096, MaxRenew: 4096, MaxReport: 1},
 		{MaxFrame: 64 << 20, MaxName: 1 << 16, MaxLVB: 1 << 20, MaxRenew: 1 << 20, MaxReport: 1 << 16},
 	}
 	for _, l := range good {

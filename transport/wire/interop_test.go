@@ -59,6 +59,13 @@ type libPropose struct {
 	Coordinator string
 	PrevEpoch   uint64
 	Members     []libViewMember
+	Config      libViewConfig
+}
+
+type libViewConfig struct {
+	Version uint64
+	Members []string
+	Old     []string
 }
 
 type libQueuedLock struct {
@@ -205,8 +212,8 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 			func() any { return new(libRenew) },
 		},
 		{
-			&Propose{Epoch: 5, Coordinator: "a", PrevEpoch: 4, Members: []ViewMember{{Name: "a", BootID: 1 << 50}, {Name: "b", BootID: 2}}},
-			&libPropose{Epoch: 5, Coordinator: "a", PrevEpoch: 4, Members: []libViewMember{{Name: "a", BootID: 1 << 50}, {Name: "b", BootID: 2}}},
+			&Propose{Epoch: 5, Coordinator: "a", PrevEpoch: 4, Members: []ViewMember{{Name: "a", BootID: 1 << 50}, {Name: "b", BootID: 2}}, Config: ViewConfig{Version: 3, Members: []string{"a", "b"}, Old: []string{"a"}}},
+			&libPropose{Epoch: 5, Coordinator: "a", PrevEpoch: 4, Members: []libViewMember{{Name: "a", BootID: 1 << 50}, {Name: "b", BootID: 2}}, Config: libViewConfig{Version: 3, Members: []string{"a", "b"}, Old: []string{"a"}}},
 			func() any { return new(libPropose) },
 		},
 		{

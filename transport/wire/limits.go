@@ -44,8 +44,8 @@ const (
 type Limits struct {
 	// MaxFrame is the largest frame, counted after the 4-byte length prefix
 	// (header plus body). A declared length above it is refused before
-	// anything is allocated. Default 1 MiB; at least about 268 KiB, which a
-	// view of MaxMembers members can take (see Validate).
+	// anything is allocated. Default 1 MiB; at least about 784 KiB, which a
+	// view of MaxMembers members with its configuration can take (see Validate).
 	MaxFrame int
 	// MaxName is the longest resource name, in bytes. Default 256.
 	MaxName int
@@ -90,14 +90,15 @@ const (
 	// header, name, boot id.
 	maxMemberEnc = 1 + 2 + MaxNodeName + maxUint64Enc
 	// maxViewBody is the body of a Propose of MaxMembers members with the
-	// longest names; a Commit is smaller.
-	maxViewBody = maxFixedBody + MaxNodeName + 3 + MaxMembers*maxMemberEnc
+	// longest names (a Commit is smaller) and a configuration of two such
+	// lists.
+	maxViewBody = maxFixedBody + MaxNodeName + 3 + MaxMembers*maxMemberEnc + maxConfigEnc
 )
 
 // Validate reports whether the limits are usable: each in its range and
 // MaxFrame large enough for the largest message they and the fixed bounds
-// allow. A view of MaxMembers members with the longest names takes about
-// 268 KiB, so MaxFrame must be at least that: a smaller frame would let a
+// allow. A view of MaxMembers members with the longest names, with its
+// configuration, takes about 784 KiB, so MaxFrame must be at least that: a smaller frame would let a
 // coordinator agree on a view it cannot send.
 func (l Limits) Validate() error {
 	switch {

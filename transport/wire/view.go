@@ -157,9 +157,10 @@ type Propose struct {
 	Coordinator string       // proposer's node name, 1..MaxNodeName
 	PrevEpoch   uint64       // proposer's last committed epoch (0 = none)
 	Members     []ViewMember // 1..MaxMembers, sorted by Name, names unique
+	Config      ViewConfig   // the configuration the view is proposed under
 }
 
-const proposeFields = 4
+const proposeFields = 5
 
 // Type implements Message.
 func (*Propose) Type() Type { return TypePropose }
@@ -174,7 +175,10 @@ func (m *Propose) Validate(*Limits) error {
 	if err := checkName("coordinator", m.Coordinator, MaxNodeName); err != nil {
 		return err
 	}
-	return checkMembers(m.Members)
+	if err := checkMembers(m.Members); err != nil {
+		return err
+	}
+	return m.Config.validate()
 }
 
 func (m *Propose) appendBody(b []byte) []byte {
@@ -182,11 +186,13 @@ func (m *Propose) appendBody(b []byte) []byte {
 	b = appendUint(b, m.Epoch)
 	b = appendStr(b, m.Coordinator)
 	b = appendUint(b, m.PrevEpoch)
-	return appendMembers(b, m.Members)
+	b = appendMembers(b, m.Members)
+	return appendViewConfig(b, m.Config)
 }
 
 func (m *Propose) decodeBody(r *reader, d *Decoder) (err error) {
-	if err = r.expectArray(proposeFields); err != nil {
+	hasConfig, err := r.fieldsOrOne(proposeFields)
+	if err != nil {
 		return err
 	}
 	if m.Epoch, err = r.uint64(); err != nil {
@@ -198,7 +204,11 @@ func (m *Propose) decodeBody(r *reader, d *Decoder) (err error) {
 	if m.PrevEpoch, err = r.uint64(); err != nil {
 		return err
 	}
-	m.Members, err = d.members(r, m.Members)
+	if m.Members, err = d.members(r, m.Members); err != nil || !hasConfig {
+		m.Config = ViewConfig{}
+		return err
+	}
+	m.Config, err = d.viewConfig(r)
 	return err
 }
 
@@ -206,12 +216,13 @@ func (m *Propose) decodeBody(r *reader, d *Decoder) (err error) {
 type Promise struct {
 	Epoch     uint64 // the proposal's epoch, ≥ 1
 	OK        bool
-	Promised  uint64 // highest epoch this node has promised
-	Committed uint64 // this node's committed epoch
-	Reason    string // why not, ≤ MaxErr bytes (may be empty)
+	Promised  uint64     // highest epoch this node has promised
+	Committed uint64     // this node's committed epoch
+	Reason    string     // why not, ≤ MaxErr bytes (may be empty)
+	Config    ViewConfig // the configuration this node runs with
 }
 
-const promiseFields = 5
+const promiseFields = 6
 
 // Type implements Message.
 func (*Promise) Type() Type { return TypePromise }
@@ -226,7 +237,7 @@ func (m *Promise) Validate(*Limits) error {
 	if len(m.Reason) > MaxErr {
 		return fmt.Errorf("%w: reason of %d bytes, limit %d", ErrInvalid, len(m.Reason), MaxErr)
 	}
-	return nil
+	return m.Config.validate()
 }
 
 func (m *Promise) appendBody(b []byte) []byte {
@@ -235,11 +246,13 @@ func (m *Promise) appendBody(b []byte) []byte {
 	b = appendBool(b, m.OK)
 	b = appendUint(b, m.Promised)
 	b = appendUint(b, m.Committed)
-	return appendStr(b, m.Reason)
+	b = appendStr(b, m.Reason)
+	return appendViewConfig(b, m.Config)
 }
 
 func (m *Promise) decodeBody(r *reader, d *Decoder) (err error) {
-	if err = r.expectArray(promiseFields); err != nil {
+	hasConfig, err := r.fieldsOrOne(promiseFields)
+	if err != nil {
 		return err
 	}
 	if m.Epoch, err = r.uint64(); err != nil {
@@ -254,7 +267,11 @@ func (m *Promise) decodeBody(r *reader, d *Decoder) (err error) {
 	if m.Committed, err = r.uint64(); err != nil {
 		return err
 	}
-	m.Reason, err = d.stringField(r, "reason", MaxErr)
+	if m.Reason, err = d.stringField(r, "reason", MaxErr); err != nil || !hasConfig {
+		m.Config = ViewConfig{}
+		return err
+	}
+	m.Config, err = d.viewConfig(r)
 	return err
 }
 
@@ -263,9 +280,10 @@ type Commit struct {
 	Epoch       uint64       // ≥ 1
 	Coordinator string       // 1..MaxNodeName
 	Members     []ViewMember // as in Propose
+	Config      ViewConfig   // as in Propose
 }
 
-const commitFields = 3
+const commitFields = 4
 
 // Type implements Message.
 func (*Commit) Type() Type { return TypeCommit }
@@ -280,18 +298,23 @@ func (m *Commit) Validate(*Limits) error {
 	if err := checkName("coordinator", m.Coordinator, MaxNodeName); err != nil {
 		return err
 	}
-	return checkMembers(m.Members)
+	if err := checkMembers(m.Members); err != nil {
+		return err
+	}
+	return m.Config.validate()
 }
 
 func (m *Commit) appendBody(b []byte) []byte {
 	b = appendArrayLen(b, commitFields)
 	b = appendUint(b, m.Epoch)
 	b = appendStr(b, m.Coordinator)
-	return appendMembers(b, m.Members)
+	b = appendMembers(b, m.Members)
+	return appendViewConfig(b, m.Config)
 }
 
 func (m *Commit) decodeBody(r *reader, d *Decoder) (err error) {
-	if err = r.expectArray(commitFields); err != nil {
+	hasConfig, err := r.fieldsOrOne(commitFields)
+	if err != nil {
 		return err
 	}
 	if m.Epoch, err = r.uint64(); err != nil {
@@ -300,6 +323,10 @@ func (m *Commit) decodeBody(r *reader, d *Decoder) (err error) {
 	if m.Coordinator, err = d.internField(r, "coordinator", MaxNodeName); err != nil {
 		return err
 	}
-	m.Members, err = d.members(r, m.Members)
+	if m.Members, err = d.members(r, m.Members); err != nil || !hasConfig {
+		m.Config = ViewConfig{}
+		return err
+	}
+	m.Config, err = d.viewConfig(r)
 	return err
 }
