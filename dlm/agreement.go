@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seed-a6839e30/dlm/internal/promreg"
+	"github.com/seed-a6839e30/dlm/recovery"
 	"github.com/seed-a6839e30/dlm/transport/membership"
 )
 
@@ -142,6 +143,8 @@ type agreement struct {
 	refused  map[string]string      // peer → why
 	isolated string                 // why this node is the odd one out
 	sticky   bool                   // outnumbered, not a tie: until restarted
+	ms       *membership.Membership // set once membership started
+	retag    chan struct{}          // the fingerprint changed: gossip it
 
 	refusedGauge  prometheus.Gauge
 	isolatedGauge prometheus.Gauge
@@ -151,8 +154,9 @@ type agreement struct {
 
 func (n *Node) initAgreement() error {
 	a := &n.agree
-	a.mine = fingerprint{version: 0, members: membersHash(n.cfg.Members), settings: n.cfg.settingsHash()}
+	a.mine = fingerprint{version: 0, members: configHash(recovery.NewConfiguration(0, n.cfg.Members)), settings: n.cfg.settingsHash()}
 	a.peers, a.refused = map[string]fingerprint{}, map[string]string{}
+	a.retag = make(chan struct{}, 1)
 	a.refusedGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_config_refused_peers",
 		Help: "Peers refused from views and quorums because their cluster configuration differs from this node's."})
 	a.isolatedGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_config_isolated",
@@ -183,11 +187,29 @@ func (n *Node) agreeOn(ev membership.Event) bool {
 		}
 		a.peers[name] = f
 	}
+	a.mu.Unlock()
+	n.reagree()
+	a.mu.Lock()
+	_, refused := a.refused[name]
+	a.mu.Unlock()
+	return !refused
+}
+
+// reagree judges every live peer's fingerprint against this node's and
+// tells recovery who is refused, whether this node is isolated, and the
+// newest configuration version advertised.
+func (n *Node) reagree() {
+	if n.knobs.noAgreement {
+		return
+	}
+	a := &n.agree
 	type change struct {
 		name, why string
 		refuse    bool
 	}
 	var changes []change
+	var newest uint64
+	a.mu.Lock()
 	for peer, f := range a.peers {
 		why := a.mine.conflicts(f)
 		old, was := a.refused[peer]
@@ -200,20 +222,29 @@ func (n *Node) agreeOn(ev membership.Event) bool {
 			delete(a.refused, peer)
 			changes = append(changes, change{name: peer, why: old})
 		}
+		if why == "" {
+			newest = max(newest, f.version)
+		}
 	}
 	for peer := range a.refused {
 		if _, live := a.peers[peer]; !live {
 			delete(a.refused, peer) // gone: judged again when it comes back
 		}
 	}
+	if a.sticky && newest > a.mine.version {
+		// The cluster has moved on to a newer configuration: this node's
+		// own no longer counts, and it is taken in (learning the new one)
+		// or not by the cluster's coordinator.
+		a.sticky = false
+	}
 	isolated, wasIsolated := a.oddOneOutLocked(), a.isolated
 	a.isolated = isolated
 	a.refusedGauge.Set(float64(len(a.refused)))
 	a.isolatedGauge.Set(b2f(isolated != ""))
-	_, refused := a.refused[name]
 	mine := a.mine
 	a.mu.Unlock()
 
+	n.rec.NoteAdvertised(newest)
 	for _, c := range changes {
 		if c.refuse {
 			n.log.Error("peer refused: its cluster configuration differs from this node's; it is kept out of views and quorums",
@@ -230,7 +261,6 @@ func (n *Node) agreeOn(ev membership.Event) bool {
 		}
 		n.rec.Isolate(isolated)
 	}
-	return !refused
 }
 
 // oddOneOutLocked: this node is isolated if the nodes advertising one

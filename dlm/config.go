@@ -31,6 +31,12 @@ type Config struct {
 	// a second for the others), and a node serves only while a quorum
 	// acknowledges it.
 	Members []string
+	// DataDir is a directory (made if missing) where the node keeps what
+	// must survive a restart: the cluster configuration after a membership
+	// change (AddMember, RemoveMember, ReplaceMember), in membership.json,
+	// which then replaces Members. Empty: nothing is kept, and every start
+	// uses Members, which the operator must then update after a change.
+	DataDir string
 	// Seeds are gossip addresses ("host:port") of other nodes to join.
 	// Empty for the first node of a cluster.
 	Seeds []string

@@ -17,6 +17,9 @@ type testKnobs struct {
 	// noAgreement accepts every peer whatever configuration it advertises
 	// (the agreement tests' control).
 	noAgreement bool
+	// noJointConsensus moves membership changes straight from the old set
+	// to the new (the membership-change tests' control).
+	noJointConsensus bool
 }
 
 // NoLockDelay is recovery's seam for the lock-delay (seam.NoLockDelay),

@@ -86,6 +86,9 @@ func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.prepareDataDir(); err != nil {
+		return nil, err
+	}
 	n := &Node{
 		cfg: cfg, knobs: knobs, bootID: randomUint64(), start: time.Now(),
 		alive:   map[string]membership.Member{},
@@ -135,8 +138,9 @@ func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 		n.agree.group.Unregister()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go func() { defer n.wg.Done(); n.callbacks.run(n.closing) }()
+	go func() { defer n.wg.Done(); n.retagLoop() }()
 	go func() { defer n.wg.Done(); n.tickLoop() }()
 	n.rec.Start()
 	select {
@@ -152,6 +156,7 @@ func start(ctx context.Context, cfg Config, knobs testKnobs) (*Node, error) {
 func (n *Node) startRecovery() error {
 	rc := recovery.DefaultConfig()
 	rc.Name, rc.BootID, rc.Members = n.cfg.Name, n.bootID, n.cfg.Members
+	rc.StateDir, rc.OnConfiguration = n.cfg.DataDir, n.onConfiguration
 	rc.Lease, rc.HeartbeatInterval, rc.ClockDrift = n.cfg.Lease, n.cfg.HeartbeatInterval, n.cfg.ClockDrift
 	rc.Logger, rc.Registerer = n.log, n.cfg.Registerer
 	rc.OnRecovered = n.history.recovered
@@ -160,6 +165,10 @@ func (n *Node) startRecovery() error {
 		return fmt.Errorf("dlm: recovery: %w", err)
 	}
 	n.rec = rec
+	c := rec.Configuration()
+	n.agree.mu.Lock()
+	n.agree.mine.version, n.agree.mine.members = c.Version, configHash(c)
+	n.agree.mu.Unlock()
 	return nil
 }
 
@@ -236,7 +245,9 @@ func (n *Node) startMembership() error {
 	mc.LinkAddr = n.self.linkAddr
 	mc.Seeds = n.cfg.Seeds
 	mc.SecretKey = n.cfg.GossipKey
+	n.agree.mu.Lock()
 	mc.Tags = n.cfg.advertisedTags(n.agree.mine)
+	n.agree.mu.Unlock()
 	if a := n.cfg.GossipAdvertiseAddr; a != "" {
 		host, port, err := splitHostPort(a)
 		if err != nil {
@@ -261,6 +272,9 @@ func (n *Node) startMembership() error {
 		return fmt.Errorf("dlm: membership: %w", err)
 	}
 	n.ms = ms
+	n.agree.mu.Lock()
+	n.agree.ms = ms
+	n.agree.mu.Unlock()
 	return nil
 }
 
@@ -304,9 +318,6 @@ func (n *Node) onMemberEvent(ev membership.Event) {
 		delete(n.alive, name)
 		n.mu.Unlock()
 		return // refused: recovery keeps it out
-	}
-	if !slices.Contains(n.cfg.Members, name) {
-		return
 	}
 	n.mu.Lock()
 	if ev.Kind == membership.Leave {

@@ -50,12 +50,17 @@ type Status struct {
 	// and Coordinator that view's coordinator.
 	Epoch       uint64 `json:"epoch"`
 	Coordinator string `json:"coordinator,omitempty"`
-	// Quorum is how many configured members a view needs; HasQuorum says
+	// Quorum is how many members of Membership.Members a view needs (while
+	// a change is half done, a majority of Membership.Old too); HasQuorum says
 	// whether this node holds its quorum lease.
 	Quorum    int  `json:"quorum"`
 	HasQuorum bool `json:"has_quorum"`
-	// Members lists every configured member, by name.
+	// Members lists every member of the configuration (both sets while a
+	// change is half done), by name.
 	Members []MemberStatus `json:"members"`
+	// Membership is the member set in force and its version (see
+	// Node.AddMember).
+	Membership MembershipConfig `json:"membership"`
 	// Lockspaces are this node's lockspaces, by name.
 	Lockspaces []LockspaceStatus `json:"lockspaces"`
 	// Recoveries are the latest recoveries completed here, newest first
@@ -228,8 +233,9 @@ func (n *Node) Status() Status {
 	vw := n.view.Load()
 	st := Status{
 		Name: n.cfg.Name, ClusterID: n.cfg.ClusterID, BootID: n.bootID, Started: n.start,
-		Epoch: vw.epoch, Quorum: len(n.cfg.Members)/2 + 1,
+		Epoch: vw.epoch, Membership: n.Membership(),
 	}
+	st.Quorum = len(st.Membership.Members)/2 + 1
 	if vw.epoch != 0 {
 		st.Coordinator = n.rec.View().Coordinator
 	}
@@ -281,8 +287,9 @@ func (n *Node) memberStatus(vw *view) []MemberStatus {
 	n.mu.Lock()
 	alive := maps.Clone(n.alive)
 	n.mu.Unlock()
-	out := make([]MemberStatus, 0, len(n.cfg.Members))
-	for _, name := range n.cfg.Members {
+	names := n.rec.Configuration().All()
+	out := make([]MemberStatus, 0, len(names))
+	for _, name := range names {
 		m := MemberStatus{Name: name, InView: vw.byName[name] != nil && vw.epoch != 0}
 		switch a, ok := alive[name]; {
 		case name == n.cfg.Name:

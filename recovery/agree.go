@@ -3,6 +3,7 @@ package recovery
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,15 +32,19 @@ func (m *Manager) coordinate() {
 		m.mu.Unlock()
 		return
 	}
-	desired := m.desiredLocked()
+	next := m.nextConfigLocked()
+	desired := m.desiredLocked(next)
 	switch {
-	case len(desired) < m.cfg.Quorum():
+	case m.change.newest > m.change.conf.Version:
+		m.mu.Unlock() // a peer runs a newer configuration: learn it first
+		return
+	case !next.Quorate(membersHas(desired)):
 		m.mu.Unlock()
 		return
-	case m.committed.Epoch == 0 && len(desired) < len(m.cfg.Members) && time.Since(m.quorumSince) < m.cfg.Settle:
+	case m.committed.Epoch == 0 && len(desired) < len(next.All()) && time.Since(m.quorumSince) < m.cfg.Settle:
 		m.mu.Unlock() // first view: give the rest a moment to come up
 		return
-	case sameMembers(desired, m.committed.Members) && !m.evicted && m.committed.Epoch > m.forceAfter:
+	case sameMembers(desired, m.committed.Members) && next.Equal(m.committed.Config) && !m.evicted && m.committed.Epoch > m.forceAfter:
 		m.mu.Unlock()
 		m.driveBarrier()
 		return
@@ -51,7 +56,7 @@ func (m *Manager) coordinate() {
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
-		m.propose(epoch, prev, desired)
+		m.propose(epoch, prev, desired, next)
 	}()
 }
 
@@ -84,29 +89,40 @@ func (m *Manager) isCoordinatorLocked() bool {
 	for name, boot := range m.alive {
 		// A lower-named node defers this one only if it runs the boot of the
 		// view: a restarted node has no view and would be refused.
-		if name < m.self.Name && (m.committed.Epoch == 0 || m.committed.Has(Member{name, boot})) {
+		if name < m.self.Name && m.change.conf.Has(name) && (m.committed.Epoch == 0 || m.committed.Has(Member{name, boot})) {
 			return false
 		}
 	}
 	return true
 }
 
-// desiredLocked is the view the coordinator wants: every configured member
-// membership says is up, with the boot it runs.
-func (m *Manager) desiredLocked() []Member {
+// desiredLocked is the view the coordinator wants: every member of the
+// configuration c that membership says is up, with the boot it runs.
+func (m *Manager) desiredLocked(c Configuration) []Member {
 	out := make([]Member, 0, len(m.alive))
 	for name, boot := range m.alive {
-		out = append(out, Member{Name: name, BootID: boot})
+		if c.Has(name) {
+			out = append(out, Member{Name: name, BootID: boot})
+		}
 	}
 	return sortMembers(out)
 }
 
+// membersHas is a set test over a sorted member list.
+func membersHas(ms []Member) func(string) bool {
+	return func(name string) bool {
+		_, ok := slices.BinarySearchFunc(ms, name, func(a Member, n string) int { return compareNames(a.Name, n) })
+		return ok
+	}
+}
+
 // propose runs one proposal round and commits it if every member promises.
-func (m *Manager) propose(epoch, prev uint64, members []Member) {
+func (m *Manager) propose(epoch, prev uint64, members []Member, conf Configuration) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ProposeTimeout)
 	defer cancel()
-	p := &wire.Propose{Epoch: epoch, Coordinator: m.self.Name, PrevEpoch: prev, Members: toWire(members)}
-	m.log.Debug("proposing", "epoch", epoch, "members", members)
+	p := &wire.Propose{Epoch: epoch, Coordinator: m.self.Name, PrevEpoch: prev, Members: toWire(members), Config: conf.toWire()}
+	m.log.Debug("proposing", "epoch", epoch, "members", members, "config", conf.String())
+	var newer []wire.ViewConfig
 	var mu sync.Mutex
 	ok, seen := true, uint64(0)
 	var wg sync.WaitGroup
@@ -122,10 +138,16 @@ func (m *Manager) propose(epoch, prev uint64, members []Member) {
 			}
 			if pr != nil {
 				seen = max(seen, pr.Promised, pr.Committed)
+				if pr.Config.Version > conf.Version {
+					newer = append(newer, pr.Config)
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	for _, c := range newer {
+		m.learnFromPromise(c)
+	}
 	m.mu.Lock()
 	m.proposing = false
 	m.highest = max(m.highest, seen)
@@ -139,7 +161,7 @@ func (m *Manager) propose(epoch, prev uint64, members []Member) {
 	}
 	m.mu.Unlock()
 	m.met.proposals.WithLabelValues("committed").Inc()
-	c := &wire.Commit{Epoch: epoch, Coordinator: m.self.Name, Members: toWire(members)}
+	c := &wire.Commit{Epoch: epoch, Coordinator: m.self.Name, Members: toWire(members), Config: conf.toWire()}
 	for _, mem := range members {
 		if mem.Name == m.self.Name {
 			continue
@@ -182,8 +204,15 @@ func (m *Manager) onPropose(from Member, to transport.ReplyTo, p *wire.Propose) 
 // from heartbeat acks that it was left out, stops coordinating, and the
 // coordinator of the current view adds it back.
 func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
-	v := View{Epoch: p.Epoch, Coordinator: p.Coordinator, Members: fromWire(p.Members)}
+	pc, hasConfig := configFromWire(p.Config)
 	m.mu.Lock()
+	if !hasConfig && m.change.conf.Version == 0 {
+		// A proposer that sends no configuration (an older release) means
+		// the configured one, version 0: taken as such while this node
+		// runs that version.
+		pc, hasConfig = m.change.conf, true
+	}
+	v := View{Epoch: p.Epoch, Coordinator: p.Coordinator, Members: fromWire(p.Members), Config: pc}
 	m.highest = max(m.highest, p.Epoch)
 	reason := ""
 	switch {
@@ -199,6 +228,18 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 		reason = "the proposer is behind and not a member of this node's view"
 	case m.dropsLiveMemberLocked(v):
 		reason = "the proposal drops a member this node sees up"
+	default:
+		reason = m.checkProposalConfigLocked(pc, hasConfig, v.Members)
+	}
+	adopted := false
+	if reason == "" {
+		// Stored before the promise leaves: a promise counts towards the
+		// new configuration's quorum only once it would survive a crash.
+		var err error
+		if adopted, err = m.adoptLocked(pc); err != nil {
+			reason = err.Error()
+			m.log.Error("membership configuration not stored; promise refused", "err", err)
+		}
 	}
 	evicted := false
 	if reason == "" {
@@ -208,8 +249,15 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 		}
 		m.promised, m.pending = p.Epoch, &v
 	}
-	pr := &wire.Promise{Epoch: p.Epoch, OK: reason == "", Promised: m.promised, Committed: m.committed.Epoch, Reason: reason}
+	if len(reason) > wire.MaxErr {
+		reason = reason[:wire.MaxErr]
+	}
+	pr := &wire.Promise{Epoch: p.Epoch, OK: reason == "", Promised: m.promised, Committed: m.committed.Epoch, Reason: reason, Config: m.change.conf.toWire()}
+	conf := m.change.conf
 	m.mu.Unlock()
+	if adopted {
+		m.configChanged(conf)
+	}
 	if evicted {
 		m.host.LeaseLost(true)
 	}
@@ -226,7 +274,9 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 // dead message is broadcast), and the coordinator's retry carries the view.
 func (m *Manager) dropsLiveMemberLocked(v View) bool {
 	for _, mem := range m.committed.Members {
-		if mem != m.self && !v.Has(mem) && m.alive[mem.Name] == mem.BootID {
+		// A member the proposal's configuration no longer names is
+		// dropped on purpose (a membership change), up or not.
+		if mem != m.self && !v.Has(mem) && m.alive[mem.Name] == mem.BootID && v.Config.Has(mem.Name) {
 			return true
 		}
 	}
@@ -235,8 +285,12 @@ func (m *Manager) dropsLiveMemberLocked(v View) bool {
 
 // onCommit installs a committed view and starts its recovery.
 func (m *Manager) onCommit(c *wire.Commit) {
-	v := View{Epoch: c.Epoch, Coordinator: c.Coordinator, Members: fromWire(c.Members)}
+	cc, hasConfig := configFromWire(c.Config)
 	m.mu.Lock()
+	if !hasConfig && m.change.conf.Version == 0 {
+		cc = m.change.conf // as in promise
+	}
+	v := View{Epoch: c.Epoch, Coordinator: c.Coordinator, Members: fromWire(c.Members), Config: cc}
 	// A Commit may arrive (on a transport goroutine, which wg does not
 	// count) while the Manager closes. Close closes stop under mu and then
 	// waits for wg: a recovery goroutine is counted only under mu with stop
@@ -247,6 +301,13 @@ func (m *Manager) onCommit(c *wire.Commit) {
 	}
 	m.highest = max(m.highest, c.Epoch)
 	m.promised = max(m.promised, c.Epoch)
+	adopted, err := m.adoptLocked(cc)
+	if err != nil {
+		m.log.Error("membership configuration of a committed view not stored", "err", err)
+	}
+	if adopted {
+		defer m.configChanged(cc)
+	}
 	if m.pending != nil && m.pending.Epoch <= c.Epoch {
 		m.pending = nil
 	}

@@ -17,8 +17,18 @@ type Config struct {
 	Name   string
 	BootID uint64
 	// Members is the configured cluster: every node that may be a member.
-	// A view needs a quorum of it, floor(len/2)+1.
+	// A view needs a quorum of it, floor(len/2)+1. It is the configuration
+	// of version 0; a configuration stored in StateDir replaces it.
 	Members []string
+	// StateDir, if set, is a directory where the node keeps the cluster
+	// configuration it last agreed to (StateFile), so that a restart after
+	// a membership change uses the new member set. Empty: nothing is
+	// stored, and every start begins from Members.
+	StateDir string
+	// OnConfiguration, if set, is called with every configuration this node
+	// adopts (after storing it), without the Manager's mutex. It must not
+	// block.
+	OnConfiguration func(Configuration)
 
 	// Lease is L: a node serves (masters, holds locks) only while a quorum
 	// (counting itself) has acknowledged a heartbeat it sent within the
@@ -103,9 +113,6 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Quorum is the number of configured members a view must hold.
-func (c Config) Quorum() int { return len(c.Members)/2 + 1 }
 
 // LockDelay is how long after the last acknowledgement it gave a node a
 // survivor waits before that node's locks may be granted to others:

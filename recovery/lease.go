@@ -26,7 +26,7 @@ func (m *Manager) heartbeat() {
 	epoch := m.committed.Epoch
 	peers := make([]string, 0, len(m.alive))
 	for name := range m.alive {
-		if name != m.self.Name {
+		if name != m.self.Name && m.change.conf.Has(name) {
 			peers = append(peers, name)
 		}
 	}
@@ -84,21 +84,34 @@ func (m *Manager) onAck(peer string, sent time.Time, rep wire.Message, err error
 }
 
 // leaseEndLocked returns when the lease ends given the acks so far: the
-// (Q−1)-th most recent member ack plus Lease. A cluster of one needs none.
+// latest time t such that this node and the peers that acknowledged a
+// heartbeat sent at t or later are a quorum of the configuration (both
+// majorities while it is joint), plus Lease. A cluster of one needs none.
 func (m *Manager) leaseEndLocked() (time.Time, bool) {
-	need := m.cfg.Quorum() - 1
-	if need == 0 {
+	c := m.change.conf
+	have := map[string]bool{m.self.Name: true}
+	in := func(name string) bool { return have[name] }
+	if c.Quorate(in) {
 		return time.Time{}, true
 	}
-	times := make([]time.Time, 0, len(m.acks))
-	for _, t := range m.acks {
-		times = append(times, t)
+	type ack struct {
+		peer string
+		at   time.Time
 	}
-	if len(times) < need {
-		return time.Time{}, false
+	acks := make([]ack, 0, len(m.acks))
+	for p, t := range m.acks {
+		if c.Has(p) {
+			acks = append(acks, ack{p, t})
+		}
 	}
-	slices.SortFunc(times, func(a, b time.Time) int { return b.Compare(a) })
-	return times[need-1].Add(m.cfg.Lease), true
+	slices.SortFunc(acks, func(a, b ack) int { return b.at.Compare(a.at) })
+	for _, a := range acks {
+		have[a.peer] = true
+		if c.Quorate(in) {
+			return a.at.Add(m.cfg.Lease), true
+		}
+	}
+	return time.Time{}, false
 }
 
 // checkLease updates the lease and tells the host when it is lost or

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -96,6 +95,7 @@ type Manager struct {
 	resyncAfter   uint64  // a resync is wanted: a view newer than this epoch
 	forceAfter    uint64  // coordinator: propose even with the same members while committed ≤ this
 	refusal       refusal // peers refused for their configuration; see refusal.go
+	change        change  // the configuration and membership changes; see change.go
 
 	served chan struct{} // closed once the node first serves
 	stop   chan struct{}
@@ -129,6 +129,10 @@ func New(cfg Config, links Links, host Host) (*Manager, error) {
 		return nil, err
 	}
 	m.met = met
+	if err := m.initChange(host); err != nil {
+		met.group.Unregister()
+		return nil, err
+	}
 	if s, ok := host.(seam.NoLockDelay); ok {
 		m.noLockDelay = s.NoLockDelay(seam.Key{})
 	}
@@ -216,9 +220,11 @@ func (m *Manager) servingLocked() bool {
 }
 
 // MemberAlive and MemberGone feed the Manager what membership sees. Only
-// configured members count; a new boot of a name replaces the old one.
+// members of the configuration count, but every node is remembered, for a
+// configuration that names it later; a new boot of a name replaces the old
+// one.
 func (m *Manager) MemberAlive(name string, boot uint64) {
-	if !slices.Contains(m.cfg.Members, name) || name == m.self.Name {
+	if name == m.self.Name {
 		return
 	}
 	m.mu.Lock()
@@ -242,7 +248,7 @@ func (m *Manager) MemberGone(name string) {
 }
 
 func (m *Manager) noteQuorumLocked() {
-	if m.quorumSince.IsZero() && len(m.alive) >= m.cfg.Quorum() {
+	if m.quorumSince.IsZero() && m.change.conf.Quorate(m.upLocked) {
 		m.quorumSince = time.Now()
 	}
 }
@@ -283,3 +289,9 @@ func (m *Manager) Handle(in transport.Inbound) bool {
 }
 
 func (m *Manager) String() string { return fmt.Sprintf("recovery(%s)", m.self) }
+
+// upLocked reports whether membership says name is up (this node is).
+func (m *Manager) upLocked(name string) bool {
+	_, ok := m.alive[name]
+	return ok
+}

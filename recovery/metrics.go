@@ -13,8 +13,10 @@ type metrics struct {
 	evictions  prometheus.Counter
 	proposals  *prometheus.CounterVec
 	resyncs    prometheus.Counter
-	phase      *prometheus.HistogramVec
-	group      *promreg.Group // unregistered when the Manager closes
+	// configVersion is the version of the cluster configuration in force here.
+	configVersion prometheus.Gauge
+	phase         *prometheus.HistogramVec
+	group         *promreg.Group // unregistered when the Manager closes
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -29,6 +31,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "dlm_evictions_total", Help: "Times this node found itself left out of a view and dropped its lock state."}),
 		resyncs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dlm_resyncs_requested_total", Help: "Recoveries asked for because a connection to a peer broke."}),
+		configVersion: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dlm_config_version", Help: "Version of the cluster configuration (member set) this node runs with."}),
 		proposals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dlm_view_proposals_total", Help: "View proposals this node made, by outcome."}, []string{"outcome"}),
 		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -36,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12)}, []string{"phase"}),
 	}
 	var err error
-	if m.group, err = promreg.Register(reg, m.epoch, m.quorum, m.recoveries, m.evictions, m.proposals, m.resyncs, m.phase); err != nil {
+	if m.group, err = promreg.Register(reg, m.epoch, m.quorum, m.recoveries, m.evictions, m.proposals, m.resyncs, m.phase, m.configVersion); err != nil {
 		return nil, err
 	}
 	return m, nil

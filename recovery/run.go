@@ -312,7 +312,7 @@ func (m *Manager) driveBarrier() {
 	if len(late) == 0 {
 		return
 	}
-	c := &wire.Commit{Epoch: v.Epoch, Coordinator: v.Coordinator, Members: toWire(v.Members)}
+	c := &wire.Commit{Epoch: v.Epoch, Coordinator: v.Coordinator, Members: toWire(v.Members), Config: v.Config.toWire()}
 	for _, name := range late {
 		_ = m.links.Send(name, c)
 	}

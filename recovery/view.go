@@ -24,6 +24,8 @@ type View struct {
 	Epoch       uint64
 	Coordinator string
 	Members     []Member // sorted by name, names unique
+	// Config is the cluster configuration the view was agreed under.
+	Config Configuration
 }
 
 func (v View) String() string {

@@ -19,9 +19,9 @@ func TestWriteBufferLimitFailsLink(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		net := newNet(t)
 		small := func(c *transport.Config) {
-			c.Limits.MaxFrame = 272 << 10 // about the least wire allows: a view of wire.MaxMembers members
+			c.Limits.MaxFrame = 784 << 10 // about the least wire allows: a view of wire.MaxMembers members with its configuration
 			c.Limits.MaxRenew = 512
-			c.WriteBufferLimit = 280 << 10
+			c.WriteBufferLimit = 792 << 10
 			c.WriteTimeout = time.Minute // the stall, not the write deadline, must trip
 			c.IdleTimeout = time.Minute
 		}

@@ -35,3 +35,12 @@ func LockDelayOff(ctx context.Context) bool {
 	off, _ := ctx.Value(noLockDelayKey{}).(bool)
 	return off
 }
+
+// NoJointConsensus is implemented by a recovery.Host that may switch the
+// joint step of membership changes off: the cluster then moves straight
+// from the old member set to the new one, and a quorum of the old and one
+// of the new may not overlap. Unsafe; for the control experiment of the
+// membership-change nemesis tests.
+type NoJointConsensus interface {
+	NoJointConsensus(Key) bool
+}

@@ -3,6 +3,7 @@ package membership
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -11,6 +12,7 @@ import (
 // and MergeDelegate. Every method returns quickly and never calls back into
 // memberlist: the event methods run under memberlist's node lock (trap T2).
 type delegate struct {
+	metaMu    sync.Mutex // meta changes with SetTags
 	meta      []byte
 	clusterID string
 	self      string
@@ -28,8 +30,12 @@ var (
 )
 
 // NodeMeta implements memberlist.Delegate. The meta was sized and validated
-// at Start, so it always fits limit.
-func (d *delegate) NodeMeta(limit int) []byte { return d.meta }
+// at Start (or SetTags), so it always fits limit.
+func (d *delegate) NodeMeta(limit int) []byte {
+	d.metaMu.Lock()
+	defer d.metaMu.Unlock()
+	return d.meta
+}
 
 // NotifyMsg implements memberlist.Delegate; dlm sends no gossip messages
 // (lock traffic goes over the links, trap T5).

@@ -24,6 +24,7 @@ type Membership struct {
 	log   *slog.Logger
 	met   *metrics
 	ml    *memberlist.Memberlist
+	d     *delegate
 	q     *queue
 	live  *liveSet
 	local Member
@@ -55,6 +56,7 @@ func Start(cfg Config) (*Membership, error) {
 	meta := Meta{Version: cfg.ProtocolVersion, BootID: cfg.BootID, ClusterID: cfg.ClusterID, LinkAddr: cfg.LinkAddr, Tags: maps.Clone(cfg.Tags)}
 	m := &Membership{cfg: cfg, log: log, met: met, q: newQueue(), live: newLiveSet(), stop: make(chan struct{})}
 	d := &delegate{meta: meta.Encode(), clusterID: cfg.ClusterID, self: cfg.Name, q: m.q, log: log, met: met, live: m.live}
+	m.d = d
 	m.ml, err = memberlist.Create(cfg.memberlistConfig(d))
 	if err != nil {
 		met.group.Unregister()
