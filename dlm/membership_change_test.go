@@ -222,19 +222,53 @@ func runChange(t *testing.T, seed uint64, sc changeScenario) check.Result {
 // background, and when the coordinator has stored the joint configuration
 // (or after a seeded moment, if first), calls mid.
 func (n *nemesis) change(t *testing.T, seed uint64, f func(ctx context.Context, co *Node) error, mid func(co int)) {
-	co := n.c.coordinator()
-	nd := n.node(co)
-	start := nd.Membership().Version
+	var co int
+	var nd *Node
+	var start uint64
 	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		done <- f(ctx, nd)
-	}()
+	var nc *NotCoordinatorError
+	for try := 0; ; try++ {
+		// The coordinator named by the view may be handing over to a
+		// lower-named node that just came up: ask again after a moment.
+		if co = n.c.coordinator(); nc != nil {
+			co = slices.Index(n.c.names, nc.Coordinator)
+		}
+		nd = n.node(co)
+		start = nd.Membership().Version
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done <- f(ctx, nd)
+		}()
+		select {
+		case err := <-done:
+			if errors.As(err, &nc) && try < 50 {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("the change ended before it began: %v", err)
+			}
+			done <- nil
+		case <-time.After(5 * time.Millisecond):
+		}
+		break
+	}
 	// Into the change: the joint step stored, or a little later.
-	wait := time.Duration(seed%4) * 150 * time.Millisecond
+	wait := time.Duration(seed%3) * 20 * time.Millisecond // the joint step takes about 50 ms here
 	for nd.Membership().Version == start {
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case err := <-done:
+			if errors.Is(err, ErrNotCoordinator) {
+				n.change(t, seed, f, mid) // handed over before it began: again
+				return
+			}
+			if err != nil {
+				t.Fatalf("the change ended before it began: %v", err)
+			}
+			done <- nil
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	time.Sleep(wait)
 	mid(co)

@@ -99,7 +99,7 @@ func (m *Manager) ChangeMembers(ctx context.Context, members []string) (Configur
 	c := m.change.conf
 	switch {
 	case !m.isCoordinatorLocked() || m.committed.Epoch == 0:
-		coord := m.committed.Coordinator
+		coord := m.coordinatorLocked()
 		m.mu.Unlock()
 		return Configuration{}, &NotCoordinatorError{Coordinator: coord}
 	case c.Joint() || (m.change.target != nil && !slices.Equal(m.change.target, target)):
@@ -135,7 +135,7 @@ func (m *Manager) ChangeMembers(ctx context.Context, members []string) (Configur
 		}
 		if c.Version == start && !m.isCoordinatorLocked() {
 			m.change.target = nil
-			coord := m.committed.Coordinator
+			coord := m.coordinatorLocked()
 			m.mu.Unlock()
 			return Configuration{}, &NotCoordinatorError{Coordinator: coord}
 		}
@@ -278,4 +278,16 @@ func (m *Manager) initChange(host Host) error {
 	}
 	m.met.configVersion.Set(float64(m.change.conf.Version))
 	return nil
+}
+
+// coordinatorLocked names the node that coordinates as this node sees it:
+// the lowest-named member of the committed view that membership says is up
+// (the view's proposer may have handed over since).
+func (m *Manager) coordinatorLocked() string {
+	for _, mem := range m.committed.Members { // sorted by name
+		if mem == m.self || m.alive[mem.Name] == mem.BootID {
+			return mem.Name
+		}
+	}
+	return m.committed.Coordinator
 }
