@@ -35,6 +35,10 @@ type Config struct {
 	// Members are the names of every node of the cluster; quorum is a
 	// majority of them.
 	Members []string
+	// DataDir is where the node keeps the cluster configuration after a
+	// membership change (dlm.Config.DataDir): a restart then uses the
+	// stored member set instead of Members. Empty: nothing is stored.
+	DataDir string
 	// Seeds are gossip addresses of other nodes to join through.
 	Seeds []string
 
@@ -196,6 +200,7 @@ func (c *Config) flagSet(out io.Writer) *flag.FlagSet {
 	fs.SetOutput(out)
 	fs.StringVar(&c.Name, "name", c.Name, "this node's name, one of --members (required)")
 	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "the cluster's name; nodes of another cluster are refused")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory where the node keeps the cluster's member set after a membership change; a restart uses it instead of --members")
 	fs.Var((*listValue)(&c.Members), "members", "every node of the cluster, by name, comma-separated; quorum is a majority (required)")
 	fs.Var((*listValue)(&c.Seeds), "seeds", "gossip addresses (host:port) of other nodes to join through, comma-separated")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "where gossip (memberlist, TCP and UDP) binds")
@@ -397,6 +402,7 @@ func (c *Config) build() (settings, error) {
 
 	n := dlm.DefaultConfig()
 	n.Name, n.ClusterID, n.Members, n.Seeds = c.Name, c.ClusterID, slices.Clone(c.Members), slices.Clone(c.Seeds)
+	n.DataDir = c.DataDir
 	n.GossipAddr, n.GossipAdvertiseAddr = c.GossipAddr, c.GossipAdvertise
 	n.LinkAddr, n.LinkAdvertiseAddr = c.LinkAddr, c.LinkAdvertise
 	if n.LinkAdvertiseAddr == "" && unspecified(linkHost) {
