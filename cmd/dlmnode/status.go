@@ -152,7 +152,12 @@ func quorumText(st dlm.Status) string {
 func printStatus(w io.Writer, st dlm.Status) {
 	fmt.Fprintf(w, "node %s  cluster %s  state %s  epoch %d  coordinator %s  quorum %s\n",
 		st.Name, st.ClusterID, st.State, st.Epoch, orDash(st.Coordinator), quorumText(st))
-	fmt.Fprintf(w, "up %s (since %s)\n\n", agent.FormatDuration(time.Since(st.Started)), st.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "up %s (since %s)\n", agent.FormatDuration(time.Since(st.Started)), st.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "membership v%d: %s", st.Membership.Version, strings.Join(st.Membership.Members, " "))
+	if st.Membership.Joint() {
+		fmt.Fprintf(w, " (changing from %s)", strings.Join(st.Membership.Old, " "))
+	}
+	fmt.Fprint(w, "\n\n")
 	t := newTable(w)
 	fmt.Fprintln(t, "MEMBER\tLIVE\tIN VIEW\tLINK\tGOSSIP\tADMIN")
 	for _, m := range st.Members {
