@@ -184,7 +184,7 @@ func runMismatch(t *testing.T, seed uint64, knobs testKnobs) (check.Result, bool
 }
 
 func TestMismatchedMembersOddOneOutRefused(t *testing.T) {
-	for s := range min(nemesisSeeds(), 4) {
+	for s := range min(nemesisSeeds(), 2) {
 		seed := nemesisFirstSeed() + uint64(s)
 		res, served := runMismatch(t, seed, testKnobs{})
 		if served {
@@ -199,7 +199,7 @@ func TestMismatchedMembersOddOneOutRefused(t *testing.T) {
 // The control: without agreement, the same start is caught by the checker.
 func TestControlWithoutAgreementIsCaught(t *testing.T) {
 	caught := 0
-	seeds := min(nemesisSeeds(), 4)
+	seeds := min(nemesisSeeds(), 2)
 	for s := range seeds {
 		seed := nemesisFirstSeed() + uint64(s)
 		res, _ := runMismatch(t, seed, testKnobs{noAgreement: true})
