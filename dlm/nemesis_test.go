@@ -117,7 +117,9 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 		}
 		for node := range o.nodes {
 			if node >= started {
+				n.mu.Lock()
 				n.dead[node] = true // configured, not started: may join later
+				n.mu.Unlock()
 				continue
 			}
 			for k := range o.clientsPerNode {
