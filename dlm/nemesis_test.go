@@ -115,11 +115,12 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 		if o.permits > 0 {
 			n.resources = []string{semaphoreNemesisName}
 		}
-		for node := range o.nodes {
-			if node >= started {
-				n.dead[node] = true // configured, not started: may join later
-				continue
-			}
+		// The nodes configured but not started (they may join later) are
+		// marked before any client runs: the clients read dead.
+		for node := started; node < o.nodes; node++ {
+			n.dead[node] = true
+		}
+		for node := range started {
 			for k := range o.clientsPerNode {
 				n.startClient(node*o.clientsPerNode+k, node, seed)
 			}
