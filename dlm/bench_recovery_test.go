@@ -48,9 +48,7 @@ func benchLocks(b *testing.B, c *cluster, prefix string, locks int) uint64 {
 		runtime.ReadMemStats(&ms)
 		return ms.HeapInuse
 	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	before := ms.HeapInuse
+	before := heap() // after a collection: the garbage of a previous run is not counted
 	ctx := context.Background()
 	var g errgroup.Group
 	workers := 4 * len(c.nodes)
