@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,13 +117,12 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 		if o.permits > 0 {
 			n.resources = []string{semaphoreNemesisName}
 		}
-		for node := range o.nodes {
-			if node >= started {
-				n.mu.Lock()
-				n.dead[node] = true // configured, not started: may join later
-				n.mu.Unlock()
-				continue
-			}
+		// The nodes configured but not started (they may join later) are
+		// marked before any client runs: the clients read dead.
+		for node := started; node < o.nodes; node++ {
+			n.dead[node] = true
+		}
+		for node := range started {
 			for k := range o.clientsPerNode {
 				n.startClient(node*o.clientsPerNode+k, node, seed)
 			}
@@ -132,9 +133,9 @@ func runNemesis(t *testing.T, seed uint64, o nemesisOpts, fault func(n *nemesis)
 		n.heal()
 		healed := time.Now()
 		time.Sleep(livenessBound)
+		n.checkLiveness(healed, o) // before the clients stop, so that a dump shows them
 		close(n.stop)
 		n.wg.Wait()
-		n.checkLiveness(healed, o)
 		res = check.Check(n.h, check.Options{MaxSteps: 2_000_000})
 		c.close()
 	})
@@ -396,6 +397,7 @@ func (n *nemesis) heal() { n.c.net.Heal() }
 func (n *nemesis) checkLiveness(healed time.Time, o nemesisOpts) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	stuck := false
 	for node := range o.nodes {
 		if n.dead[node] || n.c.nodes[node] == nil {
 			continue
@@ -403,8 +405,16 @@ func (n *nemesis) checkLiveness(healed time.Time, o nemesisOpts) {
 		for _, id := range n.clients[node] {
 			if t, ok := n.progress[id]; !ok || t.Before(healed) {
 				n.t.Errorf("liveness: client %d on %s made no progress in %v after the heal", id, n.c.names[node], livenessBound)
+				stuck = true
 			}
 		}
+	}
+	if stuck {
+		// What every goroutine waits on (identical stacks counted once),
+		// to tell a stuck node from a client that kept failing.
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		n.t.Logf("goroutines at the liveness failure:\n%s", b.String())
 	}
 }
 

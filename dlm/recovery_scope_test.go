@@ -9,6 +9,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"pgregory.net/rapid"
 
 	"github.com/seed-a6839e30/dlm/modes"
 )
@@ -273,5 +274,105 @@ func TestFailedRestoreLosesTheLock(t *testing.T) {
 			t.Fatalf("the other holder: %v", kept.Err())
 		}
 		mustUnlock(t, kept)
+	})
+}
+
+// TestGateClosesOnlyWhatMoves: a property over random small clusters and
+// resources. While a recovery is parked at its barrier (one member holds its
+// rebuild), after a member dies or a node joins, an operation on a resource
+// waits if and only if its master changed: every other resource is locked
+// at once from every serving member, and every waiting one is granted once
+// the recovery ends.
+func TestGateClosesOnlyWhatMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster per check")
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		nodes := rapid.IntRange(3, 5).Draw(rt, "nodes")
+		join := rapid.Bool().Draw(rt, "join")
+		changed := rapid.IntRange(0, nodes-1).Draw(rt, "victim") // the node that dies, or the one that joins
+		if join {
+			changed = nodes - 1
+		}
+		parked := rapid.IntRange(0, nodes-2).Draw(rt, "parked")
+		if parked >= changed {
+			parked++ // a member that stays
+		}
+		if join && parked == changed {
+			parked = 0
+		}
+		count := rapid.IntRange(8, 40).Draw(rt, "resources")
+		rapid.SyncTest(rt, func(rt *rapid.T) {
+			tb := rapidTB{t: rt}
+			started := nodes
+			if join {
+				started = nodes - 1
+			}
+			c := startMemOf(tb, nodes, started, nil)
+			defer c.close()
+			names := make([]string, count)
+			before := make([]string, count)
+			for i := range names {
+				names[i] = fmt.Sprintf("gate-%d-%d", i, rapid.Uint32().Draw(rt, "name"))
+				before[i] = c.ls[parked].MasterOf(names[i])
+			}
+			entered, release := c.holdRebuild(parked)
+			defer release()
+			joined := make(chan struct{})
+			if join {
+				go func() {
+					defer close(joined)
+					c.startNode(changed)
+				}()
+			} else {
+				close(joined)
+				c.kill(changed)
+			}
+			<-entered
+			var waiting []chan error
+			for i, name := range names {
+				moved := c.ls[parked].MasterOf(name) != before[i]
+				from := rapid.IntRange(0, nodes-1).Draw(rt, "from")
+				if from == changed {
+					from = parked // the joiner serves nothing yet; the victim is dead
+				}
+				ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+				lk, err := c.ls[from].Lock(ctx, name, modes.EX)
+				cancel()
+				switch {
+				case moved && !errors.Is(err, ErrTimeout):
+					rt.Fatalf("%s (master %s, was %s) during its recovery: %v, want it to wait", name, c.ls[parked].MasterOf(name), before[i], err)
+				case !moved && err != nil:
+					rt.Fatalf("%s (master %s, unchanged) during another resource's recovery: %v", name, before[i], err)
+				case !moved:
+					mustUnlock(tb, lk)
+				default:
+					got := make(chan error, 1)
+					waiting = append(waiting, got)
+					go func() {
+						lk, err := c.ls[from].Lock(bg, name, modes.EX)
+						if err == nil {
+							err = lk.Unlock()
+						}
+						got <- err
+					}()
+				}
+			}
+			synctestWait()
+			for _, got := range waiting {
+				select {
+				case err := <-got:
+					rt.Fatalf("a lock on a moving resource ended (%v) while its recovery is parked", err)
+				default:
+				}
+			}
+			release()
+			for _, got := range waiting {
+				if err := <-got; err != nil {
+					rt.Fatalf("a lock on a moved resource after its recovery: %v", err)
+				}
+			}
+			<-joined
+		})
 	})
 }
