@@ -139,8 +139,12 @@ func (n *Node) epoch() uint64 { return n.gate.epoch.Load() }
 
 // serving reports whether the node serves lock traffic now (some buckets
 // may still be held back: heldBack). Senders check it under their shard's
-// mutex.
-func (n *Node) serving() bool { return n.gate.serving.Load() }
+// mutex. Besides the gate it asks the clock: the gate closes when the
+// recovery Manager notices the lease ended, which may be late (its timer
+// runs late after a process pause, or on a starved machine), and from the
+// lease's end on this node may grant nothing, since the others re-grant
+// what it masters or holds once their lock-delay after it has passed.
+func (n *Node) serving() bool { return n.gate.serving.Load() && n.rec.LeaseHeld() }
 
 // heldBack reports whether a recovery holds back operations on the
 // resource with hash h now. Senders check it under their shard's mutex:

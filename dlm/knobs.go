@@ -20,6 +20,10 @@ type testKnobs struct {
 	// noJointConsensus moves membership changes straight from the old set
 	// to the new (the membership-change tests' control).
 	noJointConsensus bool
+	// stallLease, when set and true for a node's name, stalls that node's
+	// lease bookkeeping (seam.LeaseStall), as a process pause does: its
+	// lease ends on the clock while nothing notices.
+	stallLease func(node string) bool
 }
 
 // NoLockDelay is recovery's seam for the lock-delay (seam.NoLockDelay),
@@ -27,3 +31,9 @@ type testKnobs struct {
 // testKnobs, other processes through seam.WithoutLockDelay (dlmnode agent
 // --unsafe-no-lock-delay).
 func (h recoveryHost) NoLockDelay(seam.Key) bool { return h.n.knobs.noLockDelay }
+
+// LeaseStalled is recovery's seam.LeaseStall: tests stall a node's lease
+// bookkeeping, as a process pause does.
+func (h recoveryHost) LeaseStalled(seam.Key) bool {
+	return h.n.knobs.stallLease != nil && h.n.knobs.stallLease(h.n.self.name)
+}

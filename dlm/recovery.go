@@ -1029,19 +1029,7 @@ func (h recoveryHost) LeaseLost(evicted bool) {
 // tables it masters fail. An evicted node also forgets everything.
 func (ls *Lockspace) fenceShardLocked(sh *shard, why error, evicted bool) {
 	for _, lk := range sh.locks {
-		switch lk.state {
-		case stWaiting:
-			lk.opErr = why
-			lk.state = stAbandoned // a grant that still comes is given back
-			lk.signalDone()
-		case stConverting:
-			lk.opErr = why
-			lk.state, lk.pendingConvert = stGranted, true
-			lk.signalDone()
-		}
-		if lk.state == stGranted {
-			lk.loseLocked(why)
-		}
+		ls.fenceLockLocked(sh, lk, why)
 		if evicted {
 			lk.forgetLocked(sh)
 		}
@@ -1055,6 +1043,29 @@ func (ls *Lockspace) fenceShardLocked(sh *shard, why error, evicted bool) {
 	}
 	ls.deliver(sh)
 }
+
+// fenceLockLocked ends what a node without quorum may not do with lk: a
+// waiting request fails (a grant that still comes is given back), a
+// conversion fails, a held lock is lost. Caller holds sh.mu.
+func (ls *Lockspace) fenceLockLocked(_ *shard, lk *Lock, why error) {
+	switch lk.state {
+	case stWaiting:
+		lk.opErr = why
+		lk.state = stAbandoned // a grant that still comes is given back
+		lk.signalDone()
+	case stConverting:
+		lk.opErr = why
+		lk.state, lk.pendingConvert = stGranted, true
+		lk.signalDone()
+	}
+	if lk.state == stGranted {
+		lk.loseLocked(why)
+	}
+}
+
+// errLeaseEnded is why a grant that came after this node's lease ended,
+// before the Manager noticed, is refused.
+var errLeaseEnded = fmt.Errorf("%w: this node's quorum lease ended", ErrNoQuorum)
 
 func (h recoveryHost) LeaseRegained() { h.n.gate.setQuorum(true) }
 

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/internal/seam"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -115,14 +116,25 @@ func (m *Manager) leaseEndLocked() (time.Time, bool) {
 }
 
 // checkLease updates the lease and tells the host when it is lost or
-// regained. It schedules itself for the moment the lease would end.
+// regained. It schedules itself for the moment the lease would end; that
+// timer (and the heartbeat that also calls it) may run late, after a
+// process pause say, so what the node may do goes by the clock
+// (LeaseHeld), and a lease that ran out before this check is reported lost
+// even if acknowledgements that came meanwhile renewed it: the others may
+// have counted on its end, and the locks held through the gap are fenced
+// (Host.LeaseLost) before the node serves again.
 func (m *Manager) checkLease() {
+	if m.leaseStall != nil && m.leaseStall.LeaseStalled(seam.Key{}) {
+		return
+	}
 	m.mu.Lock()
 	end, any := m.leaseEndLocked()
 	now := time.Now()
 	ok := any && (end.IsZero() || now.Before(end)) && !m.evicted && m.refusal.isolated == ""
 	was := m.leaseOK
+	lapsed := was && !m.leaseEnd.IsZero() && !now.Before(m.leaseEnd)
 	m.leaseOK = ok
+	m.setLeaseLocked(ok, end)
 	if ok && !end.IsZero() {
 		if m.leaseTimer == nil {
 			m.leaseTimer = time.AfterFunc(end.Sub(now), m.checkLease)
@@ -133,16 +145,44 @@ func (m *Manager) checkLease() {
 	m.met.quorum.Set(b2f(ok))
 	served := m.noteServedLocked()
 	m.mu.Unlock()
-	switch {
-	case was && !ok:
+	if was && (!ok || lapsed) {
 		m.log.Warn("quorum lease lost")
 		m.host.LeaseLost(false)
-	case !was && ok:
+	}
+	if ok && (!was || lapsed) {
 		m.host.LeaseRegained()
 	}
 	if served {
 		close(m.served)
 	}
+}
+
+// leaseForever is leaseUntil for a lease that never ends (a cluster of one).
+const leaseForever = int64(^uint64(0) >> 1)
+
+// setLeaseLocked records whether the lease is held and until when (zero:
+// for ever) for LeaseHeld.
+func (m *Manager) setLeaseLocked(ok bool, end time.Time) {
+	switch {
+	case !ok:
+		m.leaseEnd = time.Time{}
+		m.leaseUntil.Store(0)
+	case end.IsZero():
+		m.leaseEnd = time.Time{}
+		m.leaseUntil.Store(leaseForever)
+	default:
+		m.leaseEnd = end
+		m.leaseUntil.Store(max(int64(end.Sub(m.clockBase)), 1))
+	}
+}
+
+// LeaseHeld reports whether this node holds its quorum lease now, on its
+// own monotonic clock: false from the moment the lease ends, whether or not
+// the Manager has noticed yet (its timer may run late). It takes no lock:
+// the node asks it before every grant.
+func (m *Manager) LeaseHeld() bool {
+	u := m.leaseUntil.Load()
+	return u == leaseForever || u > 0 && int64(time.Since(m.clockBase)) < u
 }
 
 // noteServedLocked reports, once, that the node serves for the first time.
@@ -163,6 +203,7 @@ func (m *Manager) evictLocked(why string) bool {
 	}
 	m.evicted = true
 	m.leaseOK = false
+	m.setLeaseLocked(false, time.Time{})
 	if m.run != nil {
 		m.run.cancel() // an evicted node completes no recovery until it is a member again
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/internal/seam"
@@ -97,6 +98,16 @@ type Manager struct {
 	refusal       refusal // peers refused for their configuration; see refusal.go
 	change        change  // the configuration and membership changes; see change.go
 
+	// leaseEnd is when the lease ends as of the last checkLease (zero: it
+	// never ends, a cluster of one). leaseUntil is the same moment for
+	// LeaseHeld, which takes no lock: nanoseconds of the monotonic clock
+	// since clockBase, 0 while no lease is held, leaseForever for a
+	// cluster of one.
+	leaseEnd   time.Time
+	leaseUntil atomic.Int64
+	clockBase  time.Time
+	leaseStall seam.LeaseStall // the host's, nil without one
+
 	served chan struct{} // closed once the node first serves
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -123,6 +134,7 @@ func New(cfg Config, links Links, host Host) (*Manager, error) {
 		log:   log.With("recovery", cfg.Name),
 		alive: map[string]uint64{cfg.Name: cfg.BootID}, acks: map[string]time.Time{},
 		ackGiven: map[Member]time.Time{}, served: make(chan struct{}), stop: make(chan struct{}),
+		clockBase: time.Now(),
 	}
 	met, err := newMetrics(cfg.Registerer)
 	if err != nil {
@@ -135,6 +147,9 @@ func New(cfg Config, links Links, host Host) (*Manager, error) {
 	}
 	if s, ok := host.(seam.NoLockDelay); ok {
 		m.noLockDelay = s.NoLockDelay(seam.Key{})
+	}
+	if s, ok := host.(seam.LeaseStall); ok {
+		m.leaseStall = s
 	}
 	return m, nil
 }
@@ -216,7 +231,7 @@ func (m *Manager) Serving() bool {
 }
 
 func (m *Manager) servingLocked() bool {
-	return m.leaseOK && !m.evicted && m.committed.Epoch != 0 && m.resumed == m.committed.Epoch
+	return m.leaseOK && m.LeaseHeld() && !m.evicted && m.committed.Epoch != 0 && m.resumed == m.committed.Epoch
 }
 
 // MemberAlive and MemberGone feed the Manager what membership sees. Only

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/seed-a6839e30/dlm/internal/seam"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -462,4 +464,61 @@ func TestCommitDuringCloseStartsNoRecovery(t *testing.T) {
 			t.Fatalf("after Close: %v", after)
 		}
 	}
+}
+
+// stallHost is a fakeHost whose lease bookkeeping a test stalls
+// (seam.LeaseStall), as a process pause stalls the lease's timer.
+type stallHost struct {
+	fakeHost
+	stalled atomic.Bool
+}
+
+func (h *stallHost) LeaseStalled(seam.Key) bool { return h.stalled.Load() }
+
+// The lease ends on the clock even when the Manager's timer runs late (a
+// process pause): LeaseHeld and LeaseEnd say so at once, and acks that come
+// after the end renew the lease only after the host was told it was lost,
+// so that the locks held through the gap are fenced.
+func TestLeaseEndsOnTheClockWhenItsTimerIsLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Name, cfg.BootID, cfg.Members = "a", 1, []string{"a", "b", "c"}
+		h := &stallHost{}
+		m, err := New(cfg, nil, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		ack := func() {
+			m.mu.Lock()
+			m.acks["b"], m.acks["c"] = time.Now(), time.Now()
+			m.mu.Unlock()
+		}
+		ack()
+		m.checkLease()
+		if _, held := m.LeaseEnd(); !held || !m.LeaseHeld() {
+			t.Fatal("no lease after a quorum of acks")
+		}
+		h.stalled.Store(true)
+		time.Sleep(cfg.Lease + time.Millisecond)
+		synctest.Wait() // the lease timer ran, and did nothing
+		if m.LeaseHeld() {
+			t.Fatal("LeaseHeld after the lease's end, before the Manager noticed")
+		}
+		if _, held := m.LeaseEnd(); held {
+			t.Fatal("LeaseEnd reports a lease held after its end")
+		}
+		ack() // acks of heartbeats sent after the end
+		h.stalled.Store(false)
+		m.checkLease()
+		if !m.LeaseHeld() {
+			t.Fatal("no lease after new acks")
+		}
+		h.mu.Lock()
+		got := strings.Join(h.events, "; ")
+		h.mu.Unlock()
+		if want := "lease regained; lease lost (evicted false); lease regained"; got != want {
+			t.Fatalf("host was told %q, want %q", got, want)
+		}
+	})
 }

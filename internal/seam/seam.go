@@ -44,3 +44,13 @@ func LockDelayOff(ctx context.Context) bool {
 type NoJointConsensus interface {
 	NoJointConsensus(Key) bool
 }
+
+// LeaseStall is implemented by a recovery.Host whose tests stall its
+// node's lease bookkeeping: while LeaseStalled is true the Manager does not
+// look at its lease (neither its timer nor its heartbeats do), as when the
+// process is stopped (SIGSTOP, a long GC or scheduling pause) and the
+// timer that would end the lease runs late. The lease still ends on time
+// on the clock, which is what the node must go by.
+type LeaseStall interface {
+	LeaseStalled(Key) bool
+}
