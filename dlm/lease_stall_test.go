@@ -83,3 +83,45 @@ func TestNoGrantAfterLeaseEndsBeforeItIsNoticed(t *testing.T) {
 		c.waitView(3, time.Minute)
 	})
 }
+
+// The holder's side of the same pause: a master's grant that reaches a
+// node after the node's lease ended, before it noticed (the completion
+// waited in the socket while the process was stopped), must not tell the
+// caller it holds the lock either. Here the others still acknowledge the
+// node; only its own clock says its lease is over, which is enough.
+func TestNoRemoteGrantBelievedAfterLeaseEnds(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		var stalled atomic.Bool
+		c := startMemWith(t, 3, 3, nil, testKnobs{stallLease: func(node string) bool {
+			return node == "n1" && stalled.Load()
+		}})
+		defer c.close()
+		res := c.resourceOn(1, "remote")
+		blocker := mustLock(t, c.ls[2], res, modes.EX)
+		nl := mustLock(t, c.ls[0], res, modes.NL)
+		converted := make(chan error, 1)
+		go func() { converted <- nl.Convert(bg, modes.EX) }()
+		c.settle(c.queued(res, 1))
+
+		stalled.Store(true)
+		time.Sleep(c.nodes[0].rec.Config().Lease + 10*time.Millisecond)
+		if !c.nodes[0].gate.serving.Load() {
+			t.Fatal("n1's gate closed although its lease bookkeeping is stalled: the test shows nothing")
+		}
+		mustUnlock(t, blocker) // n2 grants n1's conversion
+		select {
+		case err := <-converted:
+			if err == nil || nl.Mode() == modes.EX && nl.Err() == nil {
+				t.Fatalf("n1 believed a grant of EX on %s that came after its lease ended: err %v, lock %v", res, err, nl.Err())
+			}
+			if !errors.Is(err, ErrNoQuorum) {
+				t.Fatalf("conversion after the lease ended: %v, want ErrNoQuorum", err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("n1's conversion neither granted nor failed")
+		}
+		stalled.Store(false)
+		_ = nl.Unlock()
+		c.settle(c.free(res))
+	})
+}

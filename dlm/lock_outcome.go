@@ -38,6 +38,16 @@ func (lk *Lock) grant(o outcome) {
 
 // finish ends the operation in flight with o. Caller holds sh.mu.
 func (lk *Lock) finish(sh *shard, o outcome) {
+	if o.granted && !lk.ls.node.rec.LeaseHeld() {
+		// The grant comes after this node's lease ended, before the
+		// Manager noticed (a process pause): from this node's own table
+		// (a holder let go, a TTL ran out) or from a master whose
+		// completion waited in the socket. The others may already have
+		// given the lock away, so the caller must not be told it holds
+		// it: it is fenced as the lease's end will fence it (a waiter's
+		// grant is given back, a conversion fails and the lock is lost).
+		lk.ls.fenceLockLocked(sh, lk, errLeaseEnded)
+	}
 	switch lk.state {
 	case stWaiting:
 		if o.granted {

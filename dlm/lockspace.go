@@ -215,16 +215,7 @@ func (ls *Lockspace) deliverLocal(sh *shard, e *master.Effect) {
 	}
 	switch e.Kind {
 	case master.EffectGranted:
-		o := outcome{granted: true, mode: e.Mode, token: e.Token, lvbRead: e.LVBRead, lvb: e.LVB.Data, lvbSeq: e.LVB.Seq, lvbValid: e.LVB.Valid}
-		if !ls.node.serving() {
-			// The table granted after the lease ended (a release or an
-			// expiry reached a table this node may no longer speak
-			// for), before the Manager noticed: the caller must not be
-			// told it holds the lock. It is fenced as the lease's end
-			// will fence it, and a waiter's grant is given back.
-			ls.fenceLockLocked(sh, lk, errLeaseEnded)
-		}
-		lk.finish(sh, o)
+		lk.finish(sh, outcome{granted: true, mode: e.Mode, token: e.Token, lvbRead: e.LVBRead, lvb: e.LVB.Data, lvbSeq: e.LVB.Seq, lvbValid: e.LVB.Valid})
 	case master.EffectFailed:
 		lk.finish(sh, outcome{mode: e.Mode, err: fromMaster(e.Err)})
 	case master.EffectBlocking:
