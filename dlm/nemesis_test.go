@@ -30,7 +30,8 @@ import (
 //
 // Each test runs nemesisSeeds() seeds from nemesisFirstSeed() on
 // (DLM_NEMESIS_SEEDS and DLM_NEMESIS_FIRST_SEED override; CI runs the
-// default, seeds 1 to 12; a long run sets thousands, see docs/NEMESIS.md).
+// default, seeds 1 to 12, without -race, and two seeds under -race; a long
+// run sets thousands, see docs/NEMESIS.md).
 // A check that cannot decide (porcupine out of its step budget) fails the
 // scenario like a violation. With DLM_NEMESIS_REPORT set to a file, every
 // checked scenario appends one line to it (its name, verdict and counts),
