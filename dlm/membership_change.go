@@ -35,6 +35,9 @@ var (
 	// (a member added twice, one removed that is not there, a new set with
 	// fewer than a majority up).
 	ErrBadChange = errors.New("dlm: bad membership change")
+	// ErrBadMemberName: the name given for a new member is not one a
+	// member can have (empty, too long). It is an ErrBadChange too.
+	ErrBadMemberName = fmt.Errorf("%w: bad member name", ErrBadChange)
 )
 
 // NotCoordinatorError is returned by the membership changes on a node that
@@ -106,7 +109,7 @@ func checkMemberName(name string) error {
 	var bad []string
 	c.validateMembers(func(f string, a ...any) { bad = append(bad, fmt.Sprintf(f, a...)) })
 	if len(bad) > 0 {
-		return fmt.Errorf("%w: %s", ErrBadChange, bad[0])
+		return fmt.Errorf("%w: %s", ErrBadMemberName, bad[0])
 	}
 	return nil
 }

@@ -283,7 +283,15 @@ func (n *nemesis) restartLater(i int, seed uint64) {
 	n.restart(i, seed, 2)
 }
 
-func changeSeeds() int { return min(nemesisSeeds(), 2) }
+// changeSeeds is how many seeds each membership scenario runs: 2 (CI's
+// budget), or DLM_CHANGE_SEEDS for a long run (docs/NEMESIS.md); they
+// start at nemesisFirstSeed().
+func changeSeeds() int {
+	if s, err := strconv.Atoi(os.Getenv("DLM_CHANGE_SEEDS")); err == nil && s > 0 {
+		return s
+	}
+	return min(nemesisSeeds(), 2)
+}
 
 func changeTest(t *testing.T, sc changeScenario) {
 	for s := range changeSeeds() {

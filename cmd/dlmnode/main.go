@@ -4,6 +4,7 @@
 //	dlmnode cluster [flags]    start a local cluster of agent processes
 //	dlmnode status [flags]     a node's (or the cluster's) state, from its admin address
 //	dlmnode lockdump [flags]   the locks a node (or every node) masters
+//	dlmnode members [add|remove|replace ...] [flags]   show or change the member set
 //	dlmnode certs ca|node|client [flags]   make a cluster's CA and its certificates
 //	dlmnode demo [flags]       start a local cluster and run the coupon scenario
 //	dlmnode lock [flags] RESOURCE -- COMMAND [ARGS]   run COMMAND holding a lock
@@ -34,13 +35,16 @@ const usage = `usage: dlmnode <command> [flags]
 commands:
   agent     run one node of a cluster as a process: flags, DLM_* environment
             variables or a TOML file; admin HTTP with /metrics, /healthz,
-            /readyz, /v1/status, /v1/locks and a page at /
+            /readyz, /v1/status, /v1/locks, /v1/members and a page at /
   cluster   start a local cluster of agent processes on loopback (3 unless
             --nodes), print their addresses, stop them all on Ctrl-C
   status    show a node's state, members and lockspaces (--cluster: every
             node's), from its admin address
   lockdump  show the locks on the resources a node masters (--cluster:
             every node's), from its admin address
+  members   show the cluster's member set, or change it online through an
+            agent's admin address: "members add NAME", "members remove
+            NAME", "members replace OLD NEW"
   certs     make a cluster's certificates for mutual TLS: "certs ca", then
             "certs node NAME[=HOST,...] ..." and "certs client NAME ..."
   demo      start a local cluster over loopback TCP and run the coupon
@@ -69,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitCode(stderr, "status", statusMain(args[1:], stdout, stderr))
 	case "lockdump":
 		return exitCode(stderr, "lockdump", lockdumpMain(args[1:], stdout, stderr))
+	case "members":
+		return exitCode(stderr, "members", membersMain(args[1:], stdout, stderr))
 	case "certs":
 		return exitCode(stderr, "certs", certsMain(args[1:], stdout, stderr))
 	case "demo":

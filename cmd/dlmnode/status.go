@@ -17,7 +17,7 @@ import (
 	"github.com/seed-a6839e30/dlm/internal/agent"
 )
 
-// adminFlags are the flags dlmnode status and lockdump share: which agent
+// adminFlags are the flags dlmnode status, lockdump and members share: which agent
 // to ask, and how.
 type adminFlags struct {
 	admin     string
@@ -27,14 +27,20 @@ type adminFlags struct {
 }
 
 func (f *adminFlags) register(fs *flag.FlagSet) {
+	f.registerTarget(fs)
+	fs.BoolVar(&f.cluster, "cluster", false, "ask every live member, through this agent")
+	fs.BoolVar(&f.json, "json", false, "print the agent's JSON answer instead of tables")
+}
+
+// registerTarget declares --admin and --token-file: which agent, and its
+// token.
+func (f *adminFlags) registerTarget(fs *flag.FlagSet) {
 	def := os.Getenv("DLM_ADMIN")
 	if def == "" {
 		def = fmt.Sprintf("http://127.0.0.1:%d", agent.DefaultAdminPort)
 	}
 	fs.StringVar(&f.admin, "admin", def, "the agent's admin address (URL or host:port; env DLM_ADMIN)")
 	fs.StringVar(&f.tokenFile, "token-file", os.Getenv("DLM_ADMIN_TOKEN_FILE"), "file holding the agent's admin token (env DLM_ADMIN_TOKEN_FILE)")
-	fs.BoolVar(&f.cluster, "cluster", false, "ask every live member, through this agent")
-	fs.BoolVar(&f.json, "json", false, "print the agent's JSON answer instead of tables")
 }
 
 // base returns the admin URL and the token.

@@ -24,6 +24,8 @@ import (
 //	GET /v1/status     this node's dlm.Status as JSON
 //	GET /v1/locks      this node's dlm.LockDump (?lockspace=&prefix=&limit=)
 //	                   both with ?cluster=true: every live member's answer
+//	GET /v1/members    the member set in force (Membership)
+//	POST /v1/members/add|remove|replace   change it (members.go)
 //	GET /              the page
 const (
 	// DefaultLockLimit caps /v1/locks when the request sets no limit, so
@@ -47,6 +49,8 @@ func (a *Agent) adminHandler() http.Handler {
 	mux.Handle("GET /debug/pprof/trace", a.auth(http.HandlerFunc(pprof.Trace)))
 	mux.Handle("GET /v1/status", a.auth(http.HandlerFunc(a.status)))
 	mux.Handle("GET /v1/locks", a.auth(http.HandlerFunc(a.locks)))
+	mux.Handle("GET /v1/members", a.auth(http.HandlerFunc(a.members)))
+	mux.Handle("POST /v1/members/{change}", a.bearerOnly(http.HandlerFunc(a.changeMembers)))
 	mux.Handle("GET /assets/", assetHandler()) // static files only, no data: the login page needs them
 	mux.HandleFunc("GET /login", a.loginPage)
 	mux.HandleFunc("POST /login", a.login)

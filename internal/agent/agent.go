@@ -40,6 +40,7 @@ type Agent struct {
 	client    net.Listener             // nil: no client port
 	node      atomic.Pointer[dlm.Node] // nil until the node serves
 	gather    *gatherer
+	forward   *http.Client // passes membership changes on to the coordinator; bounded by each request's context
 }
 
 // ErrForced is returned by Run when a second signal came before the
@@ -98,6 +99,7 @@ func New(cfg Config, logOut io.Writer) (*Agent, error) {
 		}
 	}
 	a.gather = newGatherer(set.token)
+	a.forward = &http.Client{}
 	return a, nil
 }
 

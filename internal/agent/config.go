@@ -173,8 +173,8 @@ const usageHeader = `usage: dlmnode agent [flags]
 
 Runs one node of a dlm cluster: it joins the members through the seeds,
 masters its share of the resources, and serves the admin HTTP endpoints
-(/metrics, /healthz, /readyz, /debug/pprof/, /v1/status, /v1/locks and a
-page at /), and a client port for programs that run no node (package
+(/metrics, /healthz, /readyz, /debug/pprof/, /v1/status, /v1/locks,
+/v1/members and a page at /), and a client port for programs that run no node (package
 client, dlmnode lock; docs/protocol.md). SIGINT or SIGTERM ends the
 client sessions, releases this node's locks and leaves the cluster; a
 second signal exits at once. SIGHUP reloads the TLS certificate, key and

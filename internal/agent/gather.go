@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -196,10 +197,34 @@ func fetchJSON(ctx context.Context, c *http.Client, base, path string, query url
 		return err
 	}
 	defer resp.Body.Close()
+	return decodeAnswer(u, resp, v)
+}
+
+// AdminError is an admin endpoint's refusal: its HTTP status and what it
+// said (the "error" of a JSON answer, else the first line).
+type AdminError struct {
+	URL        string
+	Status     int
+	Message    string
+	RetryAfter bool // the server said to try again (nothing was done)
+}
+
+func (e *AdminError) Error() string {
+	return fmt.Sprintf("%s: %d %s: %s", e.URL, e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// decodeAnswer decodes a 200 answer's JSON into v, or returns an
+// *AdminError.
+func decodeAnswer(u string, resp *http.Response, v any) error {
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		return fmt.Errorf("%s: %s: %s", u, resp.Status, line)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		msg := struct {
+			Error string `json:"error"`
+		}{}
+		if json.Unmarshal(b, &msg) != nil || msg.Error == "" {
+			msg.Error, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+		}
+		return &AdminError{URL: u, Status: resp.StatusCode, Message: msg.Error, RetryAfter: resp.Header.Get("Retry-After") != ""}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		return fmt.Errorf("%s: %w", u, err)
@@ -207,7 +232,32 @@ func fetchJSON(ctx context.Context, c *http.Client, base, path string, query url
 	return nil
 }
 
-// Fetch is fetchJSON for dlmnode status and lockdump.
+// Fetch is fetchJSON for dlmnode status, lockdump and members.
 func Fetch(ctx context.Context, base, path string, query url.Values, token string, v any) error {
 	return fetchJSON(ctx, &http.Client{Timeout: 2 * peerTimeout}, base, path, query, token, v)
+}
+
+// Post POSTs body as JSON to base+path with the token (if any) and
+// decodes the JSON answer into v; ctx bounds it. A refusal is an
+// *AdminError.
+func Post(ctx context.Context, base, path, token string, body, v any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	u := strings.TrimSuffix(base, "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decodeAnswer(u, resp, v)
 }

@@ -50,6 +50,7 @@ type pageData struct {
 	Quorum      int
 	InView      int
 	HasQuorum   bool
+	Membership  dlm.MembershipConfig
 	Members     []pageMember
 	Contended   []pageContended
 	Locks       []pageLock
@@ -101,6 +102,7 @@ func (a *Agent) pageData(ctx context.Context) pageData {
 	d := pageData{Node: a.cfg.Name, ClusterID: a.cfg.ClusterID, State: string(dlm.StateStarting), Updated: time.Now()}
 	n := a.Node()
 	if n == nil {
+		d.Membership = dlm.MembershipConfig{Members: a.cfg.Members}
 		for _, m := range a.cfg.Members {
 			d.Members = append(d.Members, pageMember{Name: m, Self: m == a.cfg.Name, State: "?"})
 		}
@@ -111,7 +113,7 @@ func (a *Agent) pageData(ctx context.Context) pageData {
 	defer cancel()
 	st := n.Status()
 	d.State, d.Epoch, d.Coordinator, d.Quorum, d.HasQuorum = string(st.State), st.Epoch, st.Coordinator, st.Quorum, st.HasQuorum
-	d.Recoveries = st.Recoveries
+	d.Recoveries, d.Membership = st.Recoveries, st.Membership
 	cs := a.gather.status(ctx, n)
 	cl := a.gather.locks(ctx, n, url.Values{"limit": {strconv.Itoa(pageLocks)}})
 	answers := map[string]NodeStatus{}
