@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,11 +39,12 @@ func screenshotPath() string {
 	return filepath.Join(os.TempDir(), "dlm-admin-page.png")
 }
 
-// checkPageInBrowser opens an agent's page in headless Chromium (driven by
-// chromedp) and checks the rendered DOM after the page has refreshed itself
-// at least once: every member listed, the epoch, and the held lock on
-// resource with its token; and that the console logged no error.
-func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch uint64, resource string, token uint64) {
+// browser starts headless Chromium (driven by chromedp) for t, skipping t
+// when there is none (failing instead with DLM_BROWSER_REQUIRED set). It
+// returns the browser's context, ended when t is, and the errors its
+// console has logged so far.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
 	path := chromiumPath()
 	if path == "" && os.Getenv("DLM_BROWSER_REQUIRED") != "" {
 		t.Fatal("DLM_BROWSER_REQUIRED is set but no Chromium is installed (apt-get install chromium)")
@@ -51,7 +53,7 @@ func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch u
 		t.Skip("headless Chromium not found (Debian: apt-get install chromium; .ci/run installs it): the admin page is not checked in a browser")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox, // the tests run as root in CI
@@ -62,9 +64,9 @@ func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch u
 		chromedp.Flag("disable-component-update", true),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
+	t.Cleanup(cancelBrowser)
 
 	var mu sync.Mutex
 	var consoleErrors []string
@@ -98,7 +100,28 @@ func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch u
 	}); err != nil {
 		t.Fatalf("browser: %v", err)
 	}
+	return bctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(consoleErrors)
+	}
+}
 
+// waitRefreshed waits until app.js has replaced the page's content twice,
+// so that the DOM checked is what the script rendered.
+func waitRefreshed(t *testing.T, bctx context.Context) {
+	t.Helper()
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`Number(document.body.dataset.refreshes) >= 2`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the page did not refresh itself twice within 20 s: %v", err)
+	}
+}
+
+// checkPageInBrowser opens an agent's page in headless Chromium and checks
+// the rendered DOM after the page has refreshed itself at least once:
+// every member listed, the epoch, and the held lock on resource with its
+// token; and that the console logged no error.
+func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch uint64, resource string, token uint64) {
+	bctx, consoleErrors := browser(t)
 	err := chromedp.Do(bctx,
 		chromedp.Navigate(adminURL+"/"),
 		chromedp.WaitVisible(chromedp.ID("members")),
@@ -106,11 +129,7 @@ func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch u
 	if err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	// app.js replaces the content every 2 s: wait for two refreshes, so
-	// the DOM checked is what the script rendered.
-	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`Number(document.body.dataset.refreshes) >= 2`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-		t.Fatalf("the page did not refresh itself twice within 20 s: %v", err)
-	}
+	waitRefreshed(t, bctx)
 	text := func(id string) string {
 		t.Helper()
 		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID(id)))
@@ -149,9 +168,63 @@ func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch u
 			t.Errorf("the rendered locks table lacks %q:\n%s", want, locksText)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(consoleErrors) > 0 {
-		t.Errorf("the console logged errors:\n%s", strings.Join(consoleErrors, "\n"))
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("the console logged errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// checkMembershipInBrowser logs in to an agent's page with its admin token
+// in headless Chromium, as an operator does, and checks what the page
+// renders after refreshing itself: the membership card says want (e.g.
+// "v4: a1 a2 a3 a4 a5") and no change in progress, and the members table
+// lists each member.
+func checkMembershipInBrowser(t *testing.T, adminURL, token, want string, members []string) {
+	bctx, consoleErrors := browser(t)
+	err := chromedp.Do(bctx,
+		chromedp.Navigate(adminURL+"/login"), // "/" answers the same form, as a 401 the console would log
+		chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), token),
+		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.ID("membership")),
+	)
+	if err != nil {
+		t.Fatalf("browser: log in and open the page: %v", err)
+	}
+	waitRefreshed(t, bctx)
+	text := func(id string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID(id)))
+		if err != nil {
+			t.Fatalf("#%s: %v", id, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	if got := text("membership"); got != want {
+		t.Errorf("the page's membership card says %q, want %q", got, want)
+	}
+	old, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById("membership-old") !== null`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old {
+		t.Errorf("the page says a change is in progress: %q", text("membership-old"))
+	}
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	shot := filepath.Join(os.TempDir(), "dlm-admin-members.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of %s/ after logging in: %s (%d bytes)", adminURL, shot, len(png))
+	rows := text("members")
+	for _, m := range members {
+		if !strings.Contains(rows, m) {
+			t.Errorf("the rendered members table lacks %s:\n%s", m, rows)
+		}
+	}
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("the console logged errors:\n%s", strings.Join(errs, "\n"))
 	}
 }

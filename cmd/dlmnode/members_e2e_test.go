@@ -113,7 +113,8 @@ func runDlmnodeOut(t *testing.T, args ...string) (int, string, string) {
 // TestMembersGrowShrinkReplaceProcesses: three agent processes with data
 // directories grow to five with "dlmnode members add" (asked of agents
 // that do not coordinate), each new agent started as docs/operations.md
-// says; every agent's "dlmnode status" shows the new membership; a client
+// says; every agent's "dlmnode status" and the page (in headless Chromium)
+// show the new membership; a client
 // holds a lock across the changes and its next grant has a higher token;
 // then one member is removed, a killed one is replaced by a new host name,
 // and an agent restarted with its original --members comes up with the
@@ -236,6 +237,9 @@ func TestMembersGrowShrinkReplaceProcesses(t *testing.T) {
 		c.addAgent(ctx, t, name, grown, flags)
 		settle(version, grown)
 	}
+	t.Run("page in a browser", func(t *testing.T) {
+		checkMembershipInBrowser(t, notCoordinator().AdminURL(), "m3mbers", "v4: a1 a2 a3 a4 a5", grown)
+	})
 	out := runDlmnode(t, 0, "members", "--admin", c.proc("a5").AdminURL(), "--token-file", tokenFile)
 	if !strings.HasPrefix(out, "membership v4: a1 a2 a3 a4 a5\n") || !strings.Contains(out, "coordinator a") || !strings.Contains(out, "a5 *") {
 		t.Errorf("dlmnode members on a5:\n%s", out)
