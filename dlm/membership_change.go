@@ -77,7 +77,9 @@ func (n *Node) AddMember(ctx context.Context, name string) (MembershipConfig, er
 // RemoveMember removes a node from the cluster (decommissioning it, or one
 // that died for good). The node's locks are released as when it fails: it
 // is left out of the next view, and what it held is re-granted after the
-// lock-delay. A node removing itself leaves the cluster at the end.
+// lock-delay. A removed node that still runs serves no more views (its
+// state is StateNoQuorum): Close it. The coordinator may remove itself;
+// the call returns once the others run the new set.
 func (n *Node) RemoveMember(ctx context.Context, name string) (MembershipConfig, error) {
 	cur := n.rec.Configuration()
 	if !slices.Contains(cur.Members, name) {

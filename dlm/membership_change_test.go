@@ -441,3 +441,27 @@ func TestControlWithoutJointConsensusIsCaught(t *testing.T) {
 		t.Fatal("no change without the joint step was reported unsafe: the test cannot fail")
 	}
 }
+
+// The coordinator removes itself: the call returns once the cluster runs
+// the new set (which this node, out of it, never serves), and the others
+// serve it.
+func TestRemoveCoordinatorItself(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := changeCluster(t, 3, 3, testKnobs{})
+		defer c.close()
+		co := c.coordinator()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		want := slices.DeleteFunc(slices.Clone(c.names[:3]), func(n string) bool { return n == c.names[co] })
+		got, err := c.nodes[co].RemoveMember(ctx, c.names[co])
+		if err != nil {
+			t.Fatalf("the coordinator removing itself: %v", err)
+		}
+		if got.Joint() || !slices.Equal(got.Members, want) || got.Version != 2 {
+			t.Fatalf("RemoveMember(itself) = %+v, want version 2 of %v", got, want)
+		}
+		c.nodes[co].Close()
+		c.nodes[co] = nil
+		c.settleMembership(t, want)
+	})
+}

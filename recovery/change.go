@@ -125,6 +125,10 @@ func (m *Manager) ChangeMembers(ctx context.Context, members []string) (Configur
 		m.mu.Lock()
 		c := m.change.conf
 		done := !c.Joint() && c.Version > start && m.committed.Config.Equal(c) && m.resumed == m.committed.Epoch
+		// A node that removed itself serves no view of the new set: it
+		// adopted that set from the view's commit (it promises no view
+		// without itself), so a quorum agreed it.
+		done = done || (!c.Joint() && c.Version > start && !c.Has(m.self.Name))
 		if done || c.Version > start+2 {
 			m.change.target = nil
 			m.mu.Unlock()
