@@ -221,6 +221,24 @@ func printJoinHint(w io.Writer, m agent.Membership, name string) {
 		fmt.Fprintf(w, "%s is running already and is taken into the next view.\n", name)
 		return
 	}
+	up := 0
+	for _, ms := range m.Members {
+		if ms.Live && slices.Contains(m.Config.Members, ms.Name) {
+			up++
+		}
+	}
+	need := len(m.Config.Members)/2 + 1
 	fmt.Fprintf(w, "Now start %s's agent (with its own addresses, and the cluster's TLS and token files if it uses them):\n", name)
 	fmt.Fprintf(w, "  dlmnode agent --name %s --members %s --seeds %s --data-dir DIR ...\n", name, strings.Join(m.Config.Members, ","), strings.Join(seeds, ","))
+	fmt.Fprintf(w, "Until it is up, %d of the %d members are up and a quorum needs %d: %s.\n", up, len(m.Config.Members), need, tolerance(up-need))
+}
+
+func tolerance(spare int) string {
+	switch {
+	case spare <= 0:
+		return "one more failure stops the cluster"
+	case spare == 1:
+		return "the cluster survives one more failure"
+	}
+	return fmt.Sprintf("the cluster survives %d more failures", spare)
 }
