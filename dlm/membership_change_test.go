@@ -460,6 +460,24 @@ func TestRemoveCoordinatorItself(t *testing.T) {
 		if got.Joint() || !slices.Equal(got.Members, want) || got.Version != 2 {
 			t.Fatalf("RemoveMember(itself) = %+v, want version 2 of %v", got, want)
 		}
+		others := []int{(co + 1) % 3, (co + 2) % 3}
+		deadline := time.Now().Add(30 * time.Second)
+		for _, i := range others {
+			for nd := c.nodes[i]; nd.State() != StateServing || !slices.Equal(nd.Membership().Members, want); {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: %s, %+v", nd.Name(), nd.State(), nd.Membership())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		// The removed node still runs, out of every view: the others name
+		// one of themselves as the coordinator, not the node that made
+		// their view.
+		for _, i := range others {
+			if got := c.nodes[i].Status().Coordinator; !slices.Contains(want, got) {
+				t.Errorf("%s names %q as the coordinator, want one of %v", c.names[i], got, want)
+			}
+		}
 		c.nodes[co].Close()
 		c.nodes[co] = nil
 		c.settleMembership(t, want)

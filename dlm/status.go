@@ -47,7 +47,9 @@ type Status struct {
 	Started   time.Time `json:"started"`
 	State     NodeState `json:"state"`
 	// Epoch is the epoch of the view this node is in (0 before the first)
-	// and Coordinator that view's coordinator.
+	// and Coordinator the node that coordinates it: the lowest-named
+	// member of the view that is up (its proposer, until that one fails or
+	// is removed from the cluster).
 	Epoch       uint64 `json:"epoch"`
 	Coordinator string `json:"coordinator,omitempty"`
 	// Quorum is how many members of Membership.Members a view needs (while
@@ -237,7 +239,7 @@ func (n *Node) Status() Status {
 	}
 	st.Quorum = len(st.Membership.Members)/2 + 1
 	if vw.epoch != 0 {
-		st.Coordinator = n.rec.View().Coordinator
+		st.Coordinator = n.rec.Coordinator()
 	}
 	st.State, st.HasQuorum = n.state()
 	st.Members = n.memberStatus(vw)

@@ -284,6 +284,18 @@ func (m *Manager) initChange(host Host) error {
 	return nil
 }
 
+// Coordinator names the node that coordinates as this node sees it ("" before
+// the first view): the lowest-named member of the committed view that is up,
+// which is the view's proposer until it fails or is removed.
+func (m *Manager) Coordinator() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.committed.Epoch == 0 {
+		return ""
+	}
+	return m.coordinatorLocked()
+}
+
 // coordinatorLocked names the node that coordinates as this node sees it:
 // the lowest-named member of the committed view that membership says is up
 // (the view's proposer may have handed over since).
