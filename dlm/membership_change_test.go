@@ -184,6 +184,10 @@ type changeScenario struct {
 	initial, started int
 	knobs            testKnobs
 	run              func(t *testing.T, n *nemesis, seed uint64)
+	// liveness: after the heal every client of a running node must take
+	// a lock again within livenessBound (not for the two-at-once runs,
+	// whose odd nodes never serve).
+	liveness bool
 }
 
 func runChange(t *testing.T, seed uint64, sc changeScenario) check.Result {
@@ -210,7 +214,13 @@ func runChange(t *testing.T, seed uint64, sc changeScenario) check.Result {
 		time.Sleep(2 * time.Second)
 		sc.run(t, n, seed)
 		n.heal()
-		time.Sleep(5 * time.Second)
+		if sc.liveness {
+			healed := time.Now()
+			time.Sleep(livenessBound)
+			n.checkLiveness(healed, nemesisOpts{nodes: 5})
+		} else {
+			time.Sleep(5 * time.Second)
+		}
 		close(n.stop)
 		n.wg.Wait()
 		res = check.Check(n.h, check.Options{MaxSteps: 2_000_000})
@@ -294,6 +304,7 @@ func changeSeeds() int {
 }
 
 func changeTest(t *testing.T, sc changeScenario) {
+	sc.liveness = true
 	for s := range changeSeeds() {
 		seed := nemesisFirstSeed() + uint64(s)
 		t.Run("seed="+itoa(seed), func(t *testing.T) {
@@ -378,6 +389,32 @@ func TestNemesisReplaceDeadMember(t *testing.T) {
 			n.restartLater(co, seed)
 		})
 		slices.Sort(want)
+		n.c.settleMembership(t, want)
+	}})
+}
+
+// The coordinator removes itself under load (decommissioning its host),
+// and on odd seeds another member is killed in the middle of the change
+// and restarted later. The removed node is left out of every view while
+// it still runs, with its clients: what they held is re-granted only
+// after the lock-delay. Then it is stopped.
+func TestNemesisRemoveCoordinatorItself(t *testing.T) {
+	changeTest(t, changeScenario{initial: 5, started: 5, run: func(t *testing.T, n *nemesis, seed uint64) {
+		var removed int
+		n.change(t, seed, func(ctx context.Context, co *Node) error {
+			_, err := co.RemoveMember(ctx, co.Name())
+			return err
+		}, func(co int) {
+			removed = co
+			if seed%2 == 1 {
+				other := (co + 1 + int(seed%4)) % 5
+				n.kill(other)
+				n.restartLater(other, seed)
+			}
+		})
+		time.Sleep(3 * time.Second) // the removed node runs on, out of the views
+		n.kill(removed)
+		want := slices.DeleteFunc(slices.Clone(n.c.names), func(s string) bool { return s == n.c.names[removed] })
 		n.c.settleMembership(t, want)
 	}})
 }
@@ -476,6 +513,19 @@ func TestRemoveCoordinatorItself(t *testing.T) {
 		for _, i := range others {
 			if got := c.nodes[i].Status().Coordinator; !slices.Contains(want, got) {
 				t.Errorf("%s names %q as the coordinator, want one of %v", c.names[i], got, want)
+			}
+		}
+		// The view without it recovers: locks on resources that moved
+		// with it are granted.
+		for _, i := range others {
+			for k := range 8 {
+				lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				lk, err := c.ls[i].Lock(lctx, "after-removal-"+strconv.Itoa(k), modes.EX)
+				cancel()
+				if err != nil {
+					t.Fatalf("%s: a lock after the coordinator removed itself: %v", c.names[i], err)
+				}
+				mustUnlock(t, lk)
 			}
 		}
 		c.nodes[co].Close()

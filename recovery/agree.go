@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -120,7 +121,14 @@ func membersHas(ms []Member) func(string) bool {
 func (m *Manager) propose(epoch, prev uint64, members []Member, conf Configuration) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ProposeTimeout)
 	defer cancel()
-	p := &wire.Propose{Epoch: epoch, Coordinator: m.self.Name, PrevEpoch: prev, Members: toWire(members), Config: conf.toWire()}
+	// The view's coordinator runs its recovery's barrier, so it must be a
+	// member: a coordinator proposing the view that completes its own
+	// removal names the member that coordinates after it.
+	coordinator := m.self.Name
+	if !slices.Contains(members, m.self) && len(members) > 0 {
+		coordinator = slices.MinFunc(members, func(a, b Member) int { return strings.Compare(a.Name, b.Name) }).Name
+	}
+	p := &wire.Propose{Epoch: epoch, Coordinator: coordinator, PrevEpoch: prev, Members: toWire(members), Config: conf.toWire()}
 	m.log.Debug("proposing", "epoch", epoch, "members", members, "config", conf.String())
 	var newer []wire.ViewConfig
 	var mu sync.Mutex
@@ -161,7 +169,7 @@ func (m *Manager) propose(epoch, prev uint64, members []Member, conf Configurati
 	}
 	m.mu.Unlock()
 	m.met.proposals.WithLabelValues("committed").Inc()
-	c := &wire.Commit{Epoch: epoch, Coordinator: m.self.Name, Members: toWire(members), Config: conf.toWire()}
+	c := &wire.Commit{Epoch: epoch, Coordinator: coordinator, Members: toWire(members), Config: conf.toWire()}
 	for _, mem := range members {
 		if mem.Name == m.self.Name {
 			continue
