@@ -117,8 +117,8 @@ func runDlmnodeOut(t *testing.T, args ...string) (int, string, string) {
 // show the new membership; a client
 // holds a lock across the changes and its next grant has a higher token;
 // then one member is removed, a killed one is replaced by a new host name,
-// and an agent restarted with its original --members comes up with the
-// stored membership.
+// agents restarted with their original --members come up with the stored
+// membership, and the coordinator removes itself.
 func TestMembersGrowShrinkReplaceProcesses(t *testing.T) {
 	const lease = 1500 * time.Millisecond
 	dir := t.TempDir()
@@ -364,6 +364,40 @@ func TestMembersGrowShrinkReplaceProcesses(t *testing.T) {
 	settle(8, replaced)
 	if m := members(a1); m.Config.Version != 8 || !slices.Equal(m.Config.Members, replaced) {
 		t.Errorf("a1 restarted runs %+v, want version 8 of %v", m.Config, replaced)
+	}
+
+	// Decommission the coordinator itself: the command returns once the
+	// others run the new set, one of them coordinates, and locks are
+	// granted again (the new view's recovery ends), through a new client.
+	co := members(a2).Coordinator
+	rest := slices.DeleteFunc(slices.Clone(replaced), func(n string) bool { return n == co })
+	out = runDlmnode(t, 0, "members", "remove", co, "--admin", notCoordinator().AdminURL(), "--token-file", tokenFile, "--timeout", "30s")
+	if want := fmt.Sprintf("removed %s: membership v10: %s (made by %s)", co, strings.Join(rest, " "), co); !strings.Contains(out, want) {
+		t.Errorf("members remove %s (the coordinator):\n%s\nwant %q", co, out, want)
+	}
+	if err := c.proc(co).stop(20 * time.Second); err != nil {
+		t.Errorf("%s, removed, after SIGTERM: %v", co, err)
+	}
+	settle(10, rest)
+	if m := members(c.proc(rest[0])); m.Coordinator != rest[0] {
+		t.Errorf("after %s's removal %s names %q as the coordinator, want %s", co, rest[0], m.Coordinator, rest[0])
+	}
+	cfg.Addrs = []string{c.proc(rest[0]).client}
+	cl2, err := dlmclient.DialConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	for k := range 8 {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		lk, err := cl2.Lockspace("members-e2e").Lock(lctx, fmt.Sprintf("after-%d", k), modes.EX)
+		cancel()
+		if err != nil {
+			t.Fatalf("a lock after the coordinator's removal: %v", err)
+		}
+		if err := lk.Unlock(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, p := range c.procs {
 		if !exitedYet(p) {
