@@ -54,6 +54,11 @@ type MemberChange struct {
 	New  string `json:"new,omitempty"`
 }
 
+// args is the change's names, for logs: "n4", or "n3 n6" for a replace.
+func (c MemberChange) args() string {
+	return strings.TrimSpace(strings.Join([]string{c.Name, c.Old, c.New}, " "))
+}
+
 // MembersError is the body of a refused request; Coordinator names the
 // coordinator when the refusal is about it.
 type MembersError struct {
@@ -179,7 +184,7 @@ func (a *Agent) changeMembers(w http.ResponseWriter, r *http.Request) {
 	var nc *dlm.NotCoordinatorError
 	switch {
 	case err == nil:
-		a.log.Info("membership changed through the admin API", "change", kind.verb, "body", body, "version", cfg.Version, "members", cfg.Members, "remote", r.RemoteAddr)
+		a.log.Info("membership changed through the admin API", "change", kind.verb, "args", body.args(), "version", cfg.Version, "members", cfg.Members, "remote", r.RemoteAddr)
 		m := membershipOf(n)
 		m.Config = cfg // the configuration the change made, even if a later one is in force already
 		writeJSON(w, http.StatusOK, m)
@@ -270,7 +275,7 @@ func (a *Agent) forwardChange(w http.ResponseWriter, r *http.Request, n *dlm.Nod
 		return
 	}
 	defer resp.Body.Close()
-	a.log.Info("membership change passed on to the coordinator", "change", verb, "body", body, "coordinator", coordinator, "status", resp.StatusCode)
+	a.log.Info("membership change passed on to the coordinator", "change", verb, "args", body.args(), "coordinator", coordinator, "status", resp.StatusCode)
 	for _, h := range []string{"Content-Type", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
