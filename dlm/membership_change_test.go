@@ -200,6 +200,19 @@ func runChange(t *testing.T, seed uint64, sc changeScenario) check.Result {
 			dead: map[int]bool{}, pause: map[int]bool{}, progress: map[int]time.Time{}, stop: make(chan struct{}),
 			clients: map[int][]int{}, caches: map[*Lockspace]*Cache{},
 		}
+		finished := false
+		defer func() {
+			// A t.Fatal in the scenario (a change that never settles):
+			// stop the clients and the nodes, so that the bubble ends
+			// and the next seed runs, instead of synctest's panic about
+			// the goroutines left blocked taking the whole run down.
+			if !finished {
+				n.heal()
+				close(n.stop)
+				n.wg.Wait()
+				c.close()
+			}
+		}()
 		for node := range 5 {
 			if node >= sc.started {
 				n.mu.Lock()
@@ -225,6 +238,7 @@ func runChange(t *testing.T, seed uint64, sc changeScenario) check.Result {
 		n.wg.Wait()
 		res = check.Check(n.h, check.Options{MaxSteps: 2_000_000})
 		c.close()
+		finished = true
 	})
 	reportScenario(t, res)
 	return res
