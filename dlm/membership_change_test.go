@@ -3,6 +3,7 @@ package dlm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -66,7 +67,12 @@ func (c *cluster) settleMembership(t *testing.T, want []string) {
 		if time.Now().After(deadline) {
 			for _, nd := range c.nodes {
 				if nd != nil && !nd.closed.Load() {
-					t.Logf("%s: %+v view %v state %s", nd.Name(), nd.Membership(), nd.Members(), nd.State())
+					st := nd.Status()
+					nd.agree.mu.Lock()
+					isolated, refused := nd.agree.isolated, fmt.Sprint(nd.agree.refused)
+					nd.agree.mu.Unlock()
+					t.Logf("%s: %+v view %v state %s epoch %d coordinator %s lease %v isolated %q refused %s",
+						nd.Name(), nd.Membership(), nd.Members(), st.State, st.Epoch, st.Coordinator, st.HasQuorum, isolated, refused)
 				}
 			}
 			t.Fatalf("membership did not settle on %v", want)
