@@ -17,6 +17,7 @@ import (
 	dlmclient "github.com/seed-a6839e30/dlm/client"
 	"github.com/seed-a6839e30/dlm/lockapi"
 	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
 // Exit statuses of dlmnode lock. They follow flock(1): 1 when the lock
@@ -33,12 +34,22 @@ const (
 )
 
 const lockUsage = `usage: dlmnode lock [flags] RESOURCE -- COMMAND [ARGS...]
+       dlmnode lock --permits N [--acquire K] [flags] RESOURCE -- COMMAND [ARGS...]
 
 Runs COMMAND while holding a lock on RESOURCE, like flock(1) and
 consul lock, through an agent's client port. COMMAND's environment has
 DLM_TOKEN (the lock's fencing token: pass it with every write to what the
 lock protects), DLM_RESOURCE, DLM_MODE and DLM_LOCKSPACE. The lock is
 released when COMMAND exits.
+
+With --permits N, RESOURCE is a counting semaphore of N permits, as with
+consul lock -n: COMMAND runs holding K of them (--acquire, 1 by default),
+so at most N/K such commands run at once, cluster-wide; requests are served
+in arrival order, a large one never overtaken by later small ones. Every
+command using the semaphore must give the same N: while anyone holds or
+waits for its permits, another N is refused (exit 64). COMMAND's
+environment has DLM_TOKEN (this acquisition's fencing token), DLM_RESOURCE,
+DLM_LOCKSPACE, DLM_PERMITS (N) and DLM_ACQUIRED (K), and no DLM_MODE.
 
 If the lock is lost while COMMAND runs (the agent died or was cut off, the
 session could not be kept alive), COMMAND's process group gets SIGTERM at
@@ -52,7 +63,8 @@ Agents with --client-tls take a client certificate of the cluster's CA
 
 Exit status: COMMAND's own (128+n if signal n ended it); 1 if the lock was
 not acquired (--nowait, or --wait ran out; see --conflict-exit-code); 64 for
-a usage error; 69 if no agent could be reached or one refused the client;
+a usage error (also: --permits other than the semaphore's, or RESOURCE
+locked in modes, not a semaphore); 69 if no agent could be reached or one refused the client;
 75 if the lock was lost while COMMAND ran; 126 if COMMAND could not be run,
 127 if it was not found.
 
@@ -76,6 +88,10 @@ type lockFlags struct {
 	resource   string
 	command    []string
 	connectFor time.Duration
+	// permits is the semaphore's number of permits (--permits), 0 for a
+	// lock in a mode; acquire is how many of them COMMAND holds.
+	permits int
+	acquire int
 }
 
 func parseLockFlags(args []string, stderr io.Writer) (lockFlags, error) {
@@ -96,6 +112,8 @@ func parseLockFlags(args []string, stderr io.Writer) (lockFlags, error) {
 	fs.StringVar(&f.caFile, "tls-ca-file", os.Getenv("DLM_CLIENT_CA_FILE"), "PEM certificate of the cluster's CA: the agent must present a node certificate it signed (env DLM_CLIENT_CA_FILE)")
 	fs.IntVar(&f.conflict, "conflict-exit-code", f.conflict, "exit status when the lock was not acquired (flock's -E)")
 	fs.DurationVar(&f.connectFor, "connect-timeout", f.connectFor, "how long to try the agents before giving up (exit 69)")
+	fs.IntVar(&f.permits, "permits", 0, fmt.Sprintf("RESOURCE is a semaphore of this many permits (1..%d), not a lock in a mode (consul lock -n)", wire.MaxPermits))
+	fs.IntVar(&f.acquire, "acquire", 1, "with --permits: how many permits COMMAND holds")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, lockUsage)
 		fs.PrintDefaults()
@@ -118,6 +136,8 @@ func parseLockFlags(args []string, stderr io.Writer) (lockFlags, error) {
 		fmt.Fprintf(stderr, "dlmnode lock: "+format+"\n", a...)
 		return f, errUsage
 	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	for _, a := range strings.Split(addrs, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			f.addrs = append(f.addrs, a)
@@ -138,6 +158,14 @@ func parseLockFlags(args []string, stderr io.Writer) (lockFlags, error) {
 		return bad("mutual TLS needs all of --tls-cert-file, --tls-key-file and --tls-ca-file")
 	case f.conflict < 0 || f.conflict > 255:
 		return bad("--conflict-exit-code must be in 0..255")
+	case set["permits"] && (f.permits < 1 || f.permits > wire.MaxPermits):
+		return bad("--permits %d: a semaphore has 1..%d permits", f.permits, wire.MaxPermits)
+	case set["acquire"] && !set["permits"]:
+		return bad("--acquire is for a semaphore: give its --permits")
+	case set["permits"] && (f.acquire < 1 || f.acquire > f.permits):
+		return bad("--acquire %d: must be 1..%d, the semaphore's permits", f.acquire, f.permits)
+	case set["permits"] && set["mode"]:
+		return bad("--mode is for a lock; a semaphore's permits have none")
 	}
 	return f, nil
 }
@@ -203,16 +231,20 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 		lctx, lcancel = context.WithTimeout(ctx, f.wait)
 		defer lcancel()
 	}
-	var lk *dlmclient.Lock
-	if f.nowait {
-		lk, err = ls.TryLock(lctx, f.resource, f.mode)
-	} else {
-		lk, err = ls.Lock(lctx, f.resource, f.mode)
-	}
+	h, err := take(lctx, ls, f)
 	switch {
 	case errors.Is(err, lockapi.ErrNotQueued), errors.Is(err, lockapi.ErrTimeout) && f.wait > 0 && ctx.Err() == nil:
 		say("%s not acquired: %v", f.resource, err)
 		return f.conflict
+	case errors.Is(err, lockapi.ErrPermitsMismatch):
+		say("%s: %v: every command using the semaphore must give the same --permits", f.resource, err)
+		return exitUsage
+	case errors.Is(err, lockapi.ErrWrongKind) && f.permits > 0:
+		say("%s: %v: it is locked in modes, not used as a semaphore", f.resource, err)
+		return exitUsage
+	case errors.Is(err, lockapi.ErrWrongKind):
+		say("%s: %v: it is a semaphore (dlmnode lock --permits)", f.resource, err)
+		return exitUsage
 	case err != nil:
 		say("%s: %v", f.resource, err)
 		if ctx.Err() != nil {
@@ -221,23 +253,78 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 		return exitUnavailable
 	}
 	cancel() // signals go to COMMAND from now on
-	return runHolding(lk, f, sigs, say)
+	return runHolding(h, f, sigs, say)
+}
+
+// held is what COMMAND runs under: a lock, or permits of a semaphore.
+type held interface {
+	Token() uint64
+	Lost() <-chan struct{}
+	Err() error
+	release() error
+}
+
+type heldLock struct{ *dlmclient.Lock }
+
+func (h heldLock) release() error { return h.Unlock() }
+
+type heldPermits struct{ *dlmclient.Permit }
+
+func (h heldPermits) release() error { return h.Release() }
+
+// take acquires what f asks for: the lock, or the permits.
+func take(ctx context.Context, ls *dlmclient.Lockspace, f lockFlags) (held, error) {
+	if f.permits > 0 {
+		sem, err := ls.Semaphore(f.resource, f.permits)
+		if err != nil {
+			return nil, err
+		}
+		var p *dlmclient.Permit
+		if f.nowait {
+			p, err = sem.TryAcquire(ctx, f.acquire)
+		} else {
+			p, err = sem.Acquire(ctx, f.acquire)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return heldPermits{p}, nil
+	}
+	var lk *dlmclient.Lock
+	var err error
+	if f.nowait {
+		lk, err = ls.TryLock(ctx, f.resource, f.mode)
+	} else {
+		lk, err = ls.Lock(ctx, f.resource, f.mode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return heldLock{lk}, nil
+}
+
+// commandEnv is COMMAND's environment: this process's, and what it holds.
+func commandEnv(h held, f lockFlags) []string {
+	env := append(os.Environ(),
+		"DLM_TOKEN="+strconv.FormatUint(h.Token(), 10),
+		"DLM_RESOURCE="+f.resource,
+		"DLM_LOCKSPACE="+f.lockspace,
+	)
+	if f.permits > 0 {
+		return append(env, "DLM_PERMITS="+strconv.Itoa(f.permits), "DLM_ACQUIRED="+strconv.Itoa(f.acquire))
+	}
+	return append(env, "DLM_MODE="+f.mode.String())
 }
 
 // runHolding runs COMMAND while lk is held, and releases lk when COMMAND
-// ends; a lost lock ends COMMAND.
-func runHolding(lk *dlmclient.Lock, f lockFlags, sigs chan os.Signal, say func(string, ...any)) int {
+// ends; a lost lock (or permits) ends COMMAND.
+func runHolding(lk held, f lockFlags, sigs chan os.Signal, say func(string, ...any)) int {
 	cmd := exec.Command(f.command[0], f.command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		"DLM_TOKEN="+strconv.FormatUint(lk.Token(), 10),
-		"DLM_RESOURCE="+f.resource,
-		"DLM_MODE="+f.mode.String(),
-		"DLM_LOCKSPACE="+f.lockspace,
-	)
+	cmd.Env = commandEnv(lk, f)
 	ownGroup(cmd)
 	if err := cmd.Start(); err != nil {
-		_ = lk.Unlock()
+		_ = lk.release()
 		say("%v", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNotFound
@@ -255,7 +342,7 @@ func runHolding(lk *dlmclient.Lock, f lockFlags, sigs chan os.Signal, say func(s
 				say("COMMAND ended after the lock was lost")
 				return exitLost
 			}
-			if uerr := lk.Unlock(); uerr != nil {
+			if uerr := lk.release(); uerr != nil {
 				say("unlock: %v", uerr)
 			}
 			return statusOf(err, say)
@@ -266,7 +353,11 @@ func runHolding(lk *dlmclient.Lock, f lockFlags, sigs chan os.Signal, say func(s
 				continue
 			}
 			lost = true
-			say("lock on %s lost while COMMAND ran (%v): sending it SIGTERM, SIGKILL in %v", f.resource, lk.Err(), f.grace)
+			what := "lock on " + f.resource
+			if f.permits > 0 {
+				what = "permits of " + f.resource
+			}
+			say("%s lost while COMMAND ran (%v): sending it SIGTERM, SIGKILL in %v", what, lk.Err(), f.grace)
 			signalGroup(cmd.Process, syscall.SIGTERM)
 			kill = time.After(f.grace)
 		case <-kill:

@@ -258,3 +258,139 @@ func readPid(t *testing.T, path string) int {
 	}
 	return pid
 }
+
+// TestLockSemaphoreFromShells: N+1 shells run commands under a semaphore
+// of N permits (dlmnode lock --permits N), through different agents. The
+// commands record their start and end in one file (appending, O_APPEND):
+// at most N ever run at once, N do run at once (the first ones each wait
+// until N have started, which a semaphore behaving as a mutex would never
+// let happen), and every command gets its turn.
+func TestLockSemaphoreFromShells(t *testing.T) {
+	const permits = 2
+	a := startLockAgents(t, 3)
+	bin := dlmnodeBinary(t)
+	stamps := filepath.Join(t.TempDir(), "stamps")
+	// Each command appends "start ID TOKEN PERMITS ACQUIRED", then (in
+	// its first round) waits, for at most 10s, until the file shows N
+	// starts, then holds on a moment (long enough for one more command
+	// to start, if the semaphore let it) and appends "end ID".
+	child := fmt.Sprintf(`echo "start $ID.$ROUND $DLM_TOKEN $DLM_PERMITS $DLM_ACQUIRED" >> %[1]s
+if [ "$ROUND" = 1 ]; then
+  i=0
+  while [ "$(grep -c ^start %[1]s)" -lt %[2]d ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+fi
+sleep 0.3
+echo "end $ID.$ROUND" >> %[1]s`, stamps, permits)
+	const rounds = 3
+	script := func(id int, addr string) string {
+		return fmt.Sprintf(`for ROUND in $(seq 1 %d); do
+  export ID=%d ROUND
+  dlmnode lock --addr %s --permits %d --wait 60s shared-pool -- sh -c '%s' || exit $?
+done`, rounds, id, addr, permits, child)
+	}
+	var wg sync.WaitGroup
+	for i := range permits + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, out := shell(t, bin, 120*time.Second, script(i, a.addrs[i%len(a.addrs)])); code != 0 {
+				t.Errorf("shell %d exited %d:\n%s", i, code, out)
+			}
+		}()
+	}
+	wg.Wait()
+	b, err := os.ReadFile(stamps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	running := map[string]bool{}
+	most, ended := 0, 0
+	tokens := map[string]bool{}
+	for i, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 5 && f[0] == "start":
+			if f[3] != strconv.Itoa(permits) || f[4] != "1" {
+				t.Fatalf("line %d: DLM_PERMITS %s DLM_ACQUIRED %s, want %d and 1:\n%s", i+1, f[3], f[4], permits, b)
+			}
+			if _, err := strconv.ParseUint(f[2], 10, 64); err != nil || tokens[f[2]] {
+				t.Fatalf("line %d: token %q not a fresh number:\n%s", i+1, f[2], b)
+			}
+			tokens[f[2]] = true
+			running[f[1]] = true
+			most = max(most, len(running))
+			if len(running) > permits {
+				t.Fatalf("line %d: %d commands ran at once under %d permits:\n%s", i+1, len(running), permits, b)
+			}
+		case len(f) == 2 && f[0] == "end" && running[f[1]]:
+			delete(running, f[1])
+			ended++
+		default:
+			t.Fatalf("line %d: %q out of place:\n%s", i+1, l, b)
+		}
+	}
+	if want := (permits + 1) * rounds; ended != want || len(running) != 0 {
+		t.Fatalf("%d commands ended (%d still running), want %d:\n%s", ended, len(running), want, b)
+	}
+	if most != permits {
+		t.Fatalf("at most %d commands ran at once, want %d (the semaphore's permits):\n%s", most, permits, b)
+	}
+}
+
+// TestLockSemaphoreStatuses: --permits with --acquire holds K permits
+// (COMMAND's environment says N and K, and has no DLM_MODE); a request
+// that cannot be met at once with --nowait exits 1; bad input exits 64
+// with a clear message, and so do a --permits other than the
+// semaphore's, a lock in a mode on a semaphore's name, and permits of a
+// resource locked in modes.
+func TestLockSemaphoreStatuses(t *testing.T) {
+	a := startLockAgents(t, 1)
+	bin := dlmnodeBinary(t)
+	addr := a.addrs[0]
+	dir := t.TempDir()
+	semHeld, lockHeld := filepath.Join(dir, "sem"), filepath.Join(dir, "lock")
+	ready := make(chan struct{}, 2)
+	go func() {
+		shell(t, bin, 60*time.Second, fmt.Sprintf(`dlmnode lock --addr %s --permits 3 --acquire 2 pool -- sh -c 'touch %s; sleep 4'`, addr, semHeld))
+		ready <- struct{}{}
+	}()
+	go func() {
+		shell(t, bin, 60*time.Second, fmt.Sprintf(`dlmnode lock --addr %s locked -- sh -c 'touch %s; sleep 4'`, addr, lockHeld))
+		ready <- struct{}{}
+	}()
+	waitFile(t, semHeld, 20*time.Second)
+	waitFile(t, lockHeld, 20*time.Second)
+	for _, c := range []struct {
+		script string
+		want   int
+		says   string
+	}{
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 5 --acquire 2 free-pool -- sh -c 'test "$DLM_PERMITS" = 5 && test "$DLM_ACQUIRED" = 2 && test "$DLM_RESOURCE" = free-pool && test -n "$DLM_TOKEN" && test -z "$DLM_MODE"'`, addr), 0, ""},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 3 pool -- true`, addr), 0, ""}, // the one permit left
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 3 --acquire 2 --nowait pool -- true`, addr), 1, "not acquired"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 3 --acquire 2 --wait 200ms pool -- true`, addr), 1, "not acquired"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 4 pool -- true`, addr), 64, "same --permits"},
+		{fmt.Sprintf(`dlmnode lock --addr %s pool -- true`, addr), 64, "is a semaphore"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 2 locked -- true`, addr), 64, "locked in modes"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 0 free-pool -- true`, addr), 64, "--permits 0"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits -1 free-pool -- true`, addr), 64, "--permits -1"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 2 --acquire 3 free-pool -- true`, addr), 64, "--acquire 3"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 2 --acquire 0 free-pool -- true`, addr), 64, "--acquire 0"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --acquire 2 free-pool -- true`, addr), 64, "give its --permits"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 2 --mode PR free-pool -- true`, addr), 64, "--mode is for a lock"},
+		{fmt.Sprintf(`dlmnode lock --addr %s --permits 99999999 free-pool -- true`, addr), 64, "--permits 99999999"},
+	} {
+		code, out := shell(t, bin, 30*time.Second, c.script)
+		if code != c.want || !strings.Contains(out, c.says) {
+			t.Errorf("%s: exit %d, want %d saying %q\n%s", c.script, code, c.want, c.says, out)
+		}
+	}
+	<-ready
+	<-ready
+	// The semaphore's holders are gone: it is forgotten, and a new count
+	// is its own.
+	if code, out := shell(t, bin, 30*time.Second, fmt.Sprintf(`dlmnode lock --addr %s --permits 4 pool -- true`, addr)); code != 0 {
+		t.Fatalf("a new count for a semaphore nobody uses: exit %d\n%s", code, out)
+	}
+}

@@ -7,7 +7,7 @@
 //	dlmnode members [add|remove|replace ...] [flags]   show or change the member set
 //	dlmnode certs ca|node|client [flags]   make a cluster's CA and its certificates
 //	dlmnode demo [flags]       start a local cluster and run the coupon scenario
-//	dlmnode lock [flags] RESOURCE -- COMMAND [ARGS]   run COMMAND holding a lock
+//	dlmnode lock [flags] RESOURCE -- COMMAND [ARGS]   run COMMAND holding a lock (--permits: a semaphore's permits)
 //
 // Run "dlmnode <command> -h" for a command's flags; docs/operations.md is
 // the operator's guide.
@@ -51,7 +51,8 @@ commands:
             scenario: first-come coupons issued under an EX lock into a store
             that refuses stale fencing tokens
   lock      run a command while holding a lock, like flock(1), through an
-            agent's client port: dlmnode lock [flags] RESOURCE -- COMMAND
+            agent's client port: dlmnode lock [flags] RESOURCE -- COMMAND;
+            with --permits N, holding permits of a semaphore (consul lock -n)
 
 Run "dlmnode <command> -h" for a command's flags.
 `
