@@ -198,10 +198,18 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 				stop = context.AfterFunc(ctx, func() { cn.interrupt(cl) })
 			}
 			err := cn.readOne()
-			stop()
+			interrupted := !stop()
 			cn.rmu.Lock()
 			cn.reading, cn.readingFor = false, nil
 			cn.lastRead = time.Now()
+			if interrupted && err == nil {
+				// ctx ended as the read returned a frame: interrupt may have
+				// moved the deadline to the past after the frame was in,
+				// and the next read, whoever's, would time out and drop
+				// the connection. An interrupt still to come finds
+				// readingFor changed and does nothing.
+				_ = cn.nc.SetReadDeadline(time.Time{})
+			}
 			if err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() && ctx.Err() != nil {
