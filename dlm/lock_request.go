@@ -284,7 +284,13 @@ func deadlineOf(ctx context.Context) time.Duration {
 // if the conversion was granted meanwhile, in the new one: Mode tells).
 // If the holder set a value (SetValue) and holds PW or EX, a down-conversion
 // writes it back. A conversion deadlock fails with ErrDeadlock, the lock
-// keeping its mode, unless DemoteOnDeadlock is given.
+// keeping its mode, unless DemoteOnDeadlock is given. A conversion that
+// the resource's master refuses for want of quorum is asked again, within
+// ctx, until the master has quorum again or the resource has a new one
+// (a ctx that ends then gives an error matching ErrNoQuorum too); with
+// FailFast it fails at once with ErrNoQuorum, the lock keeping its mode.
+// A lock outlives no loss of quorum on its own node: Convert then fails
+// with the lock's ErrLockLost, FailFast or not.
 func (lk *Lock) Convert(ctx context.Context, mode modes.Mode, opts ...LockOption) error {
 	err := lk.convert(ctx, mode, buildOpts(opts))
 	lk.ls.node.met.count(opConvert, mode, err)
@@ -305,6 +311,11 @@ func (lk *Lock) convert(ctx context.Context, mode modes.Mode, o lockOpts) error 
 	if err := o.validate(mode, true); err != nil {
 		return err
 	}
+	return lk.convertRetrying(ctx, mode, o)
+}
+
+// convertOnce sends the conversion and waits for its outcome.
+func (lk *Lock) convertOnce(ctx context.Context, mode modes.Mode, o lockOpts) error {
 	if err := lk.ls.node.waitFor(ctx, lk.hash); err != nil {
 		return err
 	}

@@ -11,7 +11,9 @@ import (
 
 // FailFast makes a Lock, TryLock or Acquire fail at once with ErrNoQuorum
 // while this node (or the resource's master) has no quorum, instead of
-// waiting, within its context, for quorum to return.
+// waiting, within its context, for quorum to return; and a Convert or
+// TryConvert fail at once with ErrNoQuorum when the resource's master
+// refuses it for want of quorum, instead of asking again.
 func FailFast() LockOption { return func(l *lockOpts) { l.failFast = true } }
 
 // acquireRetrying is acquireNew for a caller that waits for quorum (no
@@ -25,7 +27,7 @@ func (ls *Lockspace) acquireRetrying(ctx context.Context, resource string, mode 
 	backoff := quorumBackoffMin
 	for {
 		if !o.failFast {
-			if err := ls.node.waitQuorum(ctx); err != nil {
+			if err := ls.node.waitQuorum(ctx, nil); err != nil {
 				return nil, err
 			}
 		} else if ls.node.quorumLost() {
@@ -52,6 +54,44 @@ func (ls *Lockspace) acquireRetrying(ctx context.Context, resource string, mode 
 	}
 }
 
+// convertRetrying is convertOnce for a caller that waits for quorum (no
+// FailFast): a conversion that failed with ErrNoQuorum while the lock is
+// still held (its master had no quorum and refused it, or failed it as
+// the quorum went) is asked again once this node serves, after a pause
+// that doubles, as acquireRetrying asks a master again: that master
+// regains its quorum or leaves the view, and the resource's next master
+// takes the conversion. A lock lost meanwhile (this node lost its quorum)
+// ends it with the lock's error. ctx bounds it all.
+func (lk *Lock) convertRetrying(ctx context.Context, mode modes.Mode, o lockOpts) error {
+	backoff := quorumBackoffMin
+	for {
+		err := lk.convertOnce(ctx, mode, o)
+		if err == nil || o.failFast || !errors.Is(err, ErrNoQuorum) || ctx.Err() != nil {
+			return err
+		}
+		if lerr := lk.Err(); lerr != nil {
+			return lerr
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-lk.Lost():
+			t.Stop()
+			return lk.Err()
+		case <-ctx.Done():
+			t.Stop()
+			return quorumCtxError(ctx)
+		}
+		backoff = min(2*backoff, quorumBackoffMax)
+		if err := lk.ls.node.waitQuorum(ctx, lk.Lost()); err != nil {
+			return err
+		}
+		if lerr := lk.Err(); lerr != nil {
+			return lerr
+		}
+	}
+}
+
 // The pause before asking a master without quorum again doubles from
 // quorumBackoffMin up to quorumBackoffMax: a lease lasts about a second,
 // so the master's state changes within a few.
@@ -61,9 +101,10 @@ const (
 )
 
 // waitQuorum returns nil once this node serves, waiting through recoveries
-// and through a loss of quorum as long as ctx allows; ErrClosed if the
-// node closes. Every change of the gate's state wakes it to look again.
-func (n *Node) waitQuorum(ctx context.Context) error {
+// and through a loss of quorum as long as ctx allows, or as soon as abort
+// (if not nil) closes; ErrClosed if the node closes. Every change of the
+// gate's state wakes it to look again.
+func (n *Node) waitQuorum(ctx context.Context, abort <-chan struct{}) error {
 	g := &n.gate
 	for !g.serving.Load() {
 		g.mu.Lock()
@@ -78,6 +119,8 @@ func (n *Node) waitQuorum(ctx context.Context) error {
 		}
 		select {
 		case <-changed:
+		case <-abort:
+			return nil
 		case <-ctx.Done():
 			if noQuorum {
 				return quorumCtxError(ctx)

@@ -78,3 +78,158 @@ func TestLockWaitsForQuorum(t *testing.T) {
 		}
 	})
 }
+
+// TestConvertWaitsForMastersQuorum: the resource's master is cut off from
+// every node but the holder's, so it loses its quorum and refuses the
+// holder's conversions. With FailFast a conversion fails at once with
+// ErrNoQuorum, the lock keeping its mode; without it the conversion is
+// asked again (a context that ends meanwhile says it timed out, and that
+// it waited for quorum), and is granted once the partition heals.
+func TestConvertWaitsForMastersQuorum(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 5, nil)
+		defer c.close()
+		res := c.resourceOn(1, "cv")
+		lk := mustLock(t, c.ls[0], res, modes.PR)
+		for _, other := range []int{2, 3, 4} {
+			c.net.Partition(c.nodes[1].Name(), c.nodes[other].Name())
+		}
+		for {
+			if _, held := c.nodes[1].QuorumLease(); !held {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, held := c.nodes[0].QuorumLease(); !held {
+			t.Fatal("the holder's node lost its quorum too: the test shows nothing")
+		}
+		start := time.Now()
+		if err := lk.Convert(bg, modes.EX, FailFast()); !errors.Is(err, ErrNoQuorum) {
+			t.Fatalf("FailFast conversion at a master without quorum: %v (master %s)", err, c.ls[0].MasterOf(res))
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("FailFast conversion took %v", d)
+		}
+		if lk.Mode() != modes.PR || lk.Err() != nil {
+			t.Fatalf("after the refused conversion: mode %v, err %v; want PR, held", lk.Mode(), lk.Err())
+		}
+		ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+		err := lk.Convert(ctx, modes.EX)
+		cancel()
+		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNoQuorum) {
+			t.Fatalf("conversion whose context ends while the master has no quorum: %v", err)
+		}
+		if lk.Mode() != modes.PR || lk.Err() != nil {
+			t.Fatalf("after the timed-out conversion: mode %v, err %v; want PR, held", lk.Mode(), lk.Err())
+		}
+		done := make(chan error, 1)
+		go func() { done <- lk.Convert(bg, modes.EX) }()
+		time.Sleep(3 * time.Second)
+		select {
+		case err := <-done:
+			t.Fatalf("the conversion answered %v while its master had no quorum", err)
+		default:
+		}
+		c.net.Heal()
+		if err := <-done; err != nil {
+			t.Fatalf("conversion after the heal: %v", err)
+		}
+		if lk.Mode() != modes.EX {
+			t.Fatalf("mode %v after the conversion", lk.Mode())
+		}
+		if err := lk.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestCancelWhileWaitingForQuorum: a Lock, a TryLock and an Acquire that
+// wait for this node's quorum end the moment their context is cancelled,
+// with its error (and ErrNoQuorum, what they waited for), and leave
+// nothing behind: once quorum is back, and well after, another node takes
+// EX and every permit at once, and the resources' masters know of no
+// other lock.
+func TestCancelWhileWaitingForQuorum(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		res := c.resourceOn(1, "cancel")
+		semName := c.resourceOn(2, "cancel-sem")
+		sem := mustSemaphore(t, c.ls[0], semName, 2)
+		held := mustLock(t, c.ls[0], c.resourceOn(1, "cancel-held"), modes.PR)
+		c.net.Isolate(c.nodes[0].Name())
+		<-held.Lost()
+		if err := held.Convert(bg, modes.EX); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("conversion of a lock lost with this node's quorum: %v", err)
+		}
+
+		ctx, cancel := context.WithCancel(bg)
+		type result struct {
+			what string
+			err  error
+			at   time.Time
+		}
+		got := make(chan result, 3)
+		go func() {
+			_, err := c.ls[0].Lock(ctx, res, modes.EX)
+			got <- result{"Lock", err, time.Now()}
+		}()
+		go func() {
+			_, err := c.ls[0].TryLock(ctx, res, modes.PR)
+			got <- result{"TryLock", err, time.Now()}
+		}()
+		go func() {
+			_, err := sem.Acquire(ctx, 2)
+			got <- result{"Acquire", err, time.Now()}
+		}()
+		time.Sleep(2 * time.Second)
+		select {
+		case r := <-got:
+			t.Fatalf("%s answered without quorum: %v", r.what, r.err)
+		default:
+		}
+		cancelled := time.Now()
+		cancel()
+		for range 3 {
+			var r result
+			select {
+			case r = <-got:
+			case <-time.After(time.Second):
+				t.Fatal("a call waiting for quorum did not end within 1s of its cancel")
+			}
+			if !errors.Is(r.err, ErrCancelled) || !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, ErrNoQuorum) {
+				t.Fatalf("%s cancelled while waiting for quorum: %v", r.what, r.err)
+			}
+			if d := r.at.Sub(cancelled); d > 0 {
+				t.Fatalf("%s returned %v after its cancel", r.what, d)
+			}
+		}
+
+		c.net.Heal()
+		for c.nodes[0].State() != StateServing {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(10 * time.Second) // anything the cancelled calls left would be granted by now
+		lk, err := c.ls[1].TryLock(bg, res, modes.EX)
+		if err != nil {
+			t.Fatalf("EX from another node after the cancels: %v", err)
+		}
+		p, err := mustSemaphore(t, c.ls[1], semName, 2).TryAcquire(bg, 2)
+		if err != nil {
+			t.Fatalf("every permit from another node after the cancel: %v", err)
+		}
+		for _, name := range []string{res, semName} {
+			d, err := c.ls[0].Describe(bg, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Granted) != 1 || len(d.Converting)+len(d.Waiting) != 0 || d.Granted[0].Node != c.nodes[1].Name() {
+				t.Fatalf("%s after the cancels: %+v, want n2's grant alone", name, d)
+			}
+		}
+		mustUnlock(t, lk)
+		if err := p.Release(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -86,6 +86,9 @@ func Cached() Option { return func(o *Options) { o.Cached = true } }
 // FailFast makes an Acquire (or a semaphore's Acquire) fail at once with
 // ErrNoQuorum while the node that would take the lock (the embedded node,
 // or the client's agent) has no quorum, instead of waiting, as long as
-// its context allows, for quorum to return. A program that has something
-// better to do than wait (serve stale reads, shed the request) asks for it.
+// its context allows, for quorum to return. On a Convert it makes a
+// conversion that the lock's master refuses for want of quorum fail at
+// once with ErrNoQuorum, instead of being asked again. A program that has
+// something better to do than wait (serve stale reads, shed the request)
+// asks for it.
 func FailFast() Option { return func(o *Options) { o.FailFast = true } }
