@@ -398,6 +398,155 @@ func TestClientFailFast(t *testing.T) {
 	}
 }
 
+// TestClientConvertFailFast: the master of a client's lock is cut off
+// from every node but the client's agent, so it has no quorum and
+// refuses conversions. With lockapi.FailFast the client's Convert fails
+// at once with ErrNoQuorum and the lock keeps its mode; without it the
+// agent asks again (a short context says it timed out) until the
+// partition heals, and the conversion is granted.
+func TestClientConvertFailFast(t *testing.T) {
+	a := startMemAgents(t, 5)
+	c := dial(t, a.addrs[0])
+	res := a.resourceOn(1, "cv")
+	// A TTL of its own: the session's renewals, which a master without
+	// quorum refuses, do not carry it (its trust would run out).
+	lk, err := c.Lockspace("test").Lock(bg, res, modes.PR, lockapi.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []int{2, 3, 4} {
+		a.cluster.Network().Partition(a.nodes[1].Name(), a.nodes[other].Name())
+	}
+	eventually(t, 10*time.Second, "the master losing its quorum", func() bool {
+		_, held := a.nodes[1].QuorumLease()
+		return !held
+	})
+	if _, held := a.nodes[0].QuorumLease(); !held {
+		t.Fatal("the client's agent lost its quorum too: the test shows nothing")
+	}
+	start := time.Now()
+	if err := lk.Convert(bg, modes.EX, lockapi.FailFast()); !errors.Is(err, lockapi.ErrNoQuorum) {
+		t.Fatalf("FailFast conversion at a master without quorum: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("FailFast conversion took %v", d)
+	}
+	short, cancelShort := context.WithTimeout(bg, 500*time.Millisecond)
+	defer cancelShort()
+	if err := lk.Convert(short, modes.EX); !errors.Is(err, lockapi.ErrTimeout) {
+		t.Fatalf("a conversion without FailFast, with a short context, while the master has no quorum: %v", err)
+	}
+	if lk.Mode() != modes.PR || lk.Err() != nil {
+		t.Fatalf("after the refused conversions: mode %v, err %v; want PR, held", lk.Mode(), lk.Err())
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+		defer cancel()
+		done <- lk.Convert(ctx, modes.EX)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a conversion without FailFast answered while its master had no quorum: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	a.cluster.Network().Heal()
+	if err := within(t, done, 30*time.Second, "the conversion after the heal"); err != nil {
+		t.Fatal(err)
+	}
+	if lk.Mode() != modes.EX {
+		t.Fatalf("mode %v after the conversion", lk.Mode())
+	}
+	if err := lk.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClientCancelWhileWaitingForQuorum: a lock and an acquisition that
+// wait for the agent's quorum end promptly with their context's error
+// when it is cancelled, and leave nothing behind: once quorum is back,
+// another client takes EX and every permit at once, and no grant ever
+// reaches the cancelled requests' session.
+func TestClientCancelWhileWaitingForQuorum(t *testing.T) {
+	a := startMemAgents(t, 3)
+	c := dial(t, a.addrs[0])
+	ls := c.Lockspace("test")
+	res := a.resourceOn(1, "cancel")
+	sem, err := ls.Semaphore(a.resourceOn(2, "cancel-sem"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cluster.Network().Isolate(a.nodes[0].Name())
+	eventually(t, 10*time.Second, "the cut-off agent losing its quorum", func() bool {
+		_, held := a.nodes[0].QuorumLease()
+		return !held
+	})
+	type result struct {
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 2)
+	ctx, cancel := context.WithCancel(bg)
+	go func() {
+		_, err := ls.Lock(ctx, res, modes.EX)
+		got <- result{fmt.Errorf("lock: %w", err), time.Now()}
+	}()
+	go func() {
+		_, err := sem.Acquire(ctx, 2)
+		got <- result{fmt.Errorf("acquire: %w", err), time.Now()}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("a request answered while the agent had no quorum: %v", r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	cancelled := time.Now()
+	cancel()
+	for range 2 {
+		r := within(t, got, 10*time.Second, "a cancelled request waiting for quorum")
+		if !errors.Is(r.err, lockapi.ErrCancelled) || !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("cancelled while waiting for quorum: %v", r.err)
+		}
+		if d := r.at.Sub(cancelled); d > 2*time.Second {
+			t.Fatalf("cancelled request returned %v after the cancel", d)
+		}
+	}
+	a.cluster.Network().Heal()
+	eventually(t, 30*time.Second, "the agent regaining its quorum", func() bool {
+		_, held := a.nodes[0].QuorumLease()
+		return held && a.nodes[0].State() == dlm.StateServing
+	})
+	// Whatever the agent still had of the cancelled requests would be
+	// granted by now: give it a moment, then another client must get
+	// everything at once.
+	time.Sleep(time.Second)
+	other := dial(t, a.addrs[1])
+	ols := other.Lockspace("test")
+	lk, err := ols.TryLock(bg, res, modes.EX)
+	if err != nil {
+		t.Fatalf("EX at once after the cancelled request (quorum back): %v", err)
+	}
+	osem, err := ols.Semaphore(sem.Name(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := osem.TryAcquire(bg, 2)
+	if err != nil {
+		t.Fatalf("every permit at once after the cancelled acquisition: %v", err)
+	}
+	for _, name := range []string{res, sem.Name()} {
+		d, err := ols.Describe(bg, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Locks) != 1 || d.Locks[0].Queue != 1 || d.Locks[0].Node != a.nodes[1].Name() {
+			t.Fatalf("%s after the cancel: %+v, want the other client's grant alone", name, d)
+		}
+	}
+	_ = lk.Unlock()
+	_ = p.Release()
+}
+
 // TestClientRWMutex: the RWMutex of a client and of an embedded node are
 // one implementation and one lock: readers of both share it, an upgrade
 // through a client waits for the embedded reader, two upgraders are a

@@ -534,7 +534,9 @@ func (lk *Lock) Unlock() error {
 
 // Convert changes the lock's mode: down at once, up waiting as long as ctx
 // allows (with lockapi.Try, not at all). Options are lockapi's:
-// QueueConvert, DemoteOnDeadlock, Try.
+// QueueConvert, DemoteOnDeadlock, Try, FailFast. A conversion that the
+// lock's master refuses for want of quorum is asked again within ctx,
+// unless lockapi.FailFast makes it fail at once with ErrNoQuorum.
 func (lk *Lock) Convert(ctx context.Context, mode modes.Mode, opts ...lockapi.Option) error {
 	o := lockapi.Apply(opts)
 	if !mode.Valid() {
@@ -556,6 +558,9 @@ func (lk *Lock) Convert(ctx context.Context, mode modes.Mode, opts ...lockapi.Op
 	}
 	if o.DemoteOnDeadlock {
 		m.Flags |= wire.ClientDemote
+	}
+	if o.FailFast {
+		m.Flags |= wire.ClientFailFast
 	}
 	c := lk.ls.c
 	cl := c.newCall(m)

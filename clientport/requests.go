@@ -296,20 +296,10 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 // (the blocking Lock). It reports false, leaving the refusal as the
 // answer, if the request was cancelled or the session is over.
 func (ss *session) waitQuorum(id uint64, ls *dlm.Lockspace, resource string, mode modes.Mode, try bool, deadline time.Time, note *blockNote, opts []dlm.LockOption) bool {
-	ctx, cancel := context.WithCancel(ss.srv.ctx)
-	if !deadline.IsZero() {
-		ctx, cancel = context.WithDeadline(ss.srv.ctx, deadline)
-	}
-	ss.mu.Lock()
-	o := ss.pending[id]
-	if o == nil || o.cancelled || ss.over {
-		ss.mu.Unlock()
-		cancel()
+	ctx, ok := ss.quorumWaitCtx(id, deadline)
+	if !ok {
 		return false
 	}
-	o.cancel, o.stop = cancel, cancel
-	ss.srv.wg.Add(1)
-	ss.mu.Unlock()
 	go func() {
 		defer ss.endOp(id)
 		var lk *dlm.Lock
@@ -398,21 +388,78 @@ func (ss *session) convert(id uint64, m *wire.ClientConvert) {
 	if m.Flags&wire.ClientDemote != 0 {
 		opts = append(opts, dlm.DemoteOnDeadlock())
 	}
+	failFast, try := m.Flags&wire.ClientFailFast != 0, m.Flags&wire.ClientTry != 0
+	if failFast {
+		opts = append(opts, dlm.FailFast())
+	}
 	if err := ss.reserve(id, nil); err != nil {
 		ss.fail(id, err)
 		return
 	}
+	var deadline time.Time
+	if m.Timeout > 0 {
+		deadline = time.Now().Add(time.Duration(m.Timeout))
+	}
+	mode := m.Mode
 	done := func(lk *dlm.Lock, err error) {
+		if !failFast && errors.Is(err, dlm.ErrNoQuorum) && lk.Err() == nil && ss.waitConvertQuorum(id, lk, mode, try, deadline, opts) {
+			return
+		}
 		ss.release(id)
 		ss.converted(id, lk, err)
 	}
 	var cancel func()
-	if m.Flags&wire.ClientTry != 0 {
+	if try {
 		cancel = lk.TryConvertAsync(ss.waitCtx(m.Timeout), m.Mode, done, opts...)
 	} else {
 		cancel = lk.ConvertAsync(ss.waitCtx(m.Timeout), m.Mode, done, opts...)
 	}
 	ss.setCancel(id, cancel)
+}
+
+// waitConvertQuorum goes on with a conversion that the lock's master
+// refused for want of quorum, the lock still held: as dlm's Convert does
+// for a program of the node, it asks again (the blocking Convert, on a
+// goroutine of its own) within the request's timeout and until the client
+// cancels it. It reports false, leaving the refusal as the answer, if the
+// request was cancelled or the session is over.
+func (ss *session) waitConvertQuorum(id uint64, lk *dlm.Lock, mode modes.Mode, try bool, deadline time.Time, opts []dlm.LockOption) bool {
+	ctx, ok := ss.quorumWaitCtx(id, deadline)
+	if !ok {
+		return false
+	}
+	go func() {
+		defer ss.endOp(id)
+		var err error
+		if try {
+			err = lk.TryConvert(ctx, mode, opts...)
+		} else {
+			err = lk.Convert(ctx, mode, opts...)
+		}
+		ss.converted(id, lk, err)
+	}()
+	return true
+}
+
+// quorumWaitCtx makes the context of a request that goes on to wait for
+// quorum, within deadline (if not zero), cancelled by ClientCancel and
+// when the agent closes; it reports false if the request was cancelled
+// or the session is over. The wait counts as an operation (endOp).
+func (ss *session) quorumWaitCtx(id uint64, deadline time.Time) (context.Context, bool) {
+	ctx, cancel := context.WithCancel(ss.srv.ctx)
+	if !deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ss.srv.ctx, deadline)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	o := ss.pending[id]
+	if o == nil || o.cancelled || ss.over {
+		cancel()
+		return nil, false
+	}
+	o.cancel, o.stop = cancel, cancel
+	ss.srv.wg.Add(1)
+	return ctx, true
 }
 
 func (ss *session) converted(id uint64, lk *dlm.Lock, err error) {

@@ -77,7 +77,7 @@ func (m *ClientLock) decodeBody(r *reader, d *Decoder) error {
 type ClientConvert struct {
 	Lock    uint64     // the lock, as its ClientGrant named it, ≠ 0
 	Mode    modes.Mode // the new mode
-	Flags   uint32     // ClientTry, ClientQueue, ClientDemote
+	Flags   uint32     // ClientTry, ClientQueue, ClientDemote, ClientFailFast
 	Timeout int64      // ns to wait; 0 = until cancelled
 }
 

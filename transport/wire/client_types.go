@@ -142,10 +142,12 @@ const (
 	ClientDemote   uint32 = 1 << 4 // ClientConvert: CONVDEADLK, demote to NL on deadlock
 	ClientCached   uint32 = 1 << 5 // ClientLock in PR: a hold on the agent's shared-lock cache
 	// ClientFailFast (ClientLock, ClientAcquire): refused at once with
-	// CodeNoQuorum while the agent has no quorum, instead of waiting for it.
+	// CodeNoQuorum while the agent has no quorum, instead of waiting for
+	// it; (ClientConvert) refused at once when the lock's master refuses
+	// the conversion for want of quorum, instead of asking again.
 	ClientFailFast     uint32 = 1 << 6
 	clientLockFlags           = ClientTry | ClientExpedite | ClientNotify | ClientCached | ClientFailFast
-	clientConvFlags           = ClientTry | ClientQueue | ClientDemote
+	clientConvFlags           = ClientTry | ClientQueue | ClientDemote | ClientFailFast
 	clientAcquireFlags        = ClientTry | ClientFailFast
 )
 
