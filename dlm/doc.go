@@ -24,8 +24,9 @@
 // TryLock fails at once (ErrNotQueued) instead of waiting; a context ends a
 // wait (ErrCancelled or ErrTimeout, which also match the context's error).
 // A request made while this node has no quorum waits for quorum to return,
-// as one to an unreachable master waits for the master (FailFast fails at
-// once with ErrNoQuorum instead). Owners group the locks of one
+// as one to an unreachable master waits for the master, and a conversion
+// that the resource's master refuses for want of quorum is asked again
+// (FailFast fails at once with ErrNoQuorum instead). Owners group the locks of one
 // transaction, optionally reentrant; Election is leader election on one
 // lock.
 //
