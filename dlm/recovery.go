@@ -344,7 +344,7 @@ func (n *Node) dropBuckets(p *plan) {
 
 // dropLockState ends all of this node's lock state, as an evicted node
 // does: its waiting requests fail, its held locks are lost, its tables are
-// emptied.
+// emptied (forgetLocked says what stays).
 func (n *Node) dropLockState(why error) {
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
@@ -355,8 +355,23 @@ func (n *Node) dropLockState(why error) {
 	}
 	rs := &n.recov
 	rs.mu.Lock()
-	rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, nil, nil, nil, nil
+	rs.forgetLocked(n.epoch())
 	rs.mu.Unlock()
+}
+
+// forgetLocked forgets this node's recovery state as it drops all of its
+// lock state (a zombie, or an evicted node). Reports for a view after
+// epoch, the last one installed here, stay: they are the others' locks on
+// what this node masters in that view, sent (and acknowledged) once they
+// installed it, which may be before this node does; its rebuild needs
+// every one, or the locks they carry would be lost at their master while
+// their holders go on believing in them. Caller holds rs.mu.
+func (rs *recoveryState) forgetLocked(epoch uint64) {
+	buf := rs.buf
+	if buf != nil && buf.epoch <= epoch {
+		buf = nil
+	}
+	rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, buf, nil, nil, nil
 }
 
 // resetShardLocked empties the shard's table (keeping its token counter's
@@ -1019,7 +1034,7 @@ func (h recoveryHost) LeaseLost(evicted bool) {
 	if evicted {
 		rs := &n.recov
 		rs.mu.Lock()
-		rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, nil, nil, nil, nil
+		rs.forgetLocked(n.epoch())
 		rs.mu.Unlock()
 	}
 }
