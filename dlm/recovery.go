@@ -86,6 +86,12 @@ type recoveryState struct {
 	// beforeRebuild, if set (tests only, under mu), runs as Rebuild starts:
 	// a test holds a recovery at its barrier with it.
 	beforeRebuild func(epoch uint64)
+	// afterMastery, if set (tests only, under mu), runs in Prepare once the
+	// others acknowledged this node's Mastery, before it waits for theirs:
+	// an error fails the Prepare, so that a test makes this node miss a
+	// view the others go through. beforeSuspend runs as Suspend starts.
+	afterMastery  func(ctx context.Context, epoch uint64) error
+	beforeSuspend func(epoch uint64)
 }
 
 type spaceSnapshot struct {
@@ -191,6 +197,14 @@ func (h recoveryHost) Prepare(ctx context.Context, v recovery.View) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	rs.mu.Lock()
+	hook := rs.afterMastery
+	rs.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, v.Epoch); err != nil {
+			return err
+		}
+	}
 	for {
 		rs.mu.Lock()
 		got, ch := rs.masteries[v.Epoch], rs.arrived
@@ -254,8 +268,14 @@ func (n *Node) onMastery(in transport.Inbound, m *wire.Mastery) {
 
 func (h recoveryHost) Suspend(v recovery.View) {
 	n := h.n
-	vw := n.makeView(v)
 	rs := &n.recov
+	rs.mu.Lock()
+	hook := rs.beforeSuspend
+	rs.mu.Unlock()
+	if hook != nil {
+		hook(v.Epoch)
+	}
+	vw := n.makeView(v)
 	rs.mu.Lock()
 	all := rs.masteries[v.Epoch]
 	for e := range rs.masteries {

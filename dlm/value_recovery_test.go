@@ -94,3 +94,156 @@ func TestDroppedStateKeepsReportsOfTheNextView(t *testing.T) {
 		})
 	}
 }
+
+// TestZombieMasterRebuildsFromEarlyReports: a member that missed a view the
+// others went through (its Prepare failed while theirs succeeded) is a
+// zombie in the next view and drops all of its lock state as it installs
+// it; the others, having installed that view first, have already reported
+// their locks on what it masters. Those reports must survive the drop: the
+// resource is rebuilt from them, its holders keep their locks, and its
+// value, which no holder above CR vouches for, is not valid (without that,
+// the resource was gone at its master and came back as a new one, with an
+// empty value reported valid). The views that follow a member's return
+// depend on timing, so a run in which the zombie's Suspend did not come
+// after both reports is tried again, up to five times.
+func TestZombieMasterRebuildsFromEarlyReports(t *testing.T) {
+	for attempt := range 5 {
+		var realized bool
+		synctestRun(t, func(t *testing.T) { realized = zombieRebuild(t) })
+		if realized || t.Failed() {
+			return
+		}
+		t.Logf("attempt %d: the zombie installed the view before both reports came; again", attempt+1)
+	}
+	t.Fatal("in five attempts the zombie never installed its view after the reports")
+}
+
+// zombieRebuild runs the scenario once; false if the timing did not give
+// it (b installed the view before a's and c's reports were in).
+func zombieRebuild(t *testing.T) bool {
+	c := startMem(t, 4, nil)
+	defer c.close()
+	const a, b, cc, d = 0, 1, 2, 3 // b masters the resource; d goes and comes back
+	res := c.resourceOn(b, "zombie")
+	keep := mustLock(t, c.ls[a], res, modes.NL)
+	w := mustLock(t, c.ls[cc], res, modes.EX)
+	_ = w.SetValue([]byte("five"))
+	if err := w.Convert(bg, modes.NL); err != nil {
+		t.Fatal(err)
+	}
+	nb := c.nodes[b]
+	missed := nb.epoch() + 1 // the view without d: b misses it
+	rs := &nb.recov
+	reportsIn := func(epoch uint64) int {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		n := 0
+		if buf := rs.buf; buf != nil && buf.epoch == epoch {
+			if sp := buf.spaces["test"]; sp != nil {
+				for _, l := range sp.locks {
+					if l.Resource == res {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	var realized, held bool // under rs.mu
+	rs.mu.Lock()
+	rs.afterMastery = func(ctx context.Context, epoch uint64) error {
+		if epoch != missed {
+			return nil
+		}
+		<-ctx.Done() // until the next view aborts this recovery
+		return ctx.Err()
+	}
+	rs.beforeSuspend = func(epoch uint64) {
+		rs.mu.Lock()
+		first := epoch > missed && !held
+		held = held || first
+		rs.mu.Unlock()
+		if !first {
+			return
+		}
+		// b's first Suspend after the view it missed waits for a's and
+		// c's reports.
+		for range 200 {
+			if reportsIn(epoch) == 2 {
+				rs.mu.Lock()
+				realized = true
+				rs.mu.Unlock()
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // fake time
+		}
+	}
+	rs.mu.Unlock()
+
+	c.kill(d)
+	for c.nodes[a].epoch() < missed || c.nodes[cc].epoch() < missed {
+		time.Sleep(10 * time.Millisecond) // fake time: a and c install the view b misses
+	}
+	started := make(chan error, 1)
+	go func() { started <- startNodeErr(c, d) }()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	c.waitView(4, 30*time.Second)
+	rs.mu.Lock()
+	ok := realized
+	rs.mu.Unlock()
+	if !ok {
+		return false
+	}
+
+	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	lk, err := c.ls[d].Lock(ctx, res, modes.EX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := lk.Value(); ok {
+		t.Fatalf("value after the rebuild from NL locks only: %q, reported valid", v)
+	}
+	dump, err := c.ls[d].Describe(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dump.Master != nb.Name() || len(dump.Granted) != 3 {
+		t.Fatalf("after the zombie's rebuild: master %s, granted %+v (want the NL locks of %s and %s, and the EX)", dump.Master, dump.Granted, c.nodes[a].Name(), c.nodes[cc].Name())
+	}
+	mustUnlock(t, lk)
+	select {
+	case <-keep.Lost():
+		t.Fatalf("a's lock lost: %v", keep.Err())
+	default:
+	}
+	mustUnlock(t, keep)
+	mustUnlock(t, w)
+	return true
+}
+
+// startNodeErr is cluster.startNode for a goroutine other than the test's:
+// it returns its error instead of failing the test.
+func startNodeErr(c *cluster, i int) error {
+	mn, err := c.net.AddNode(c.names[i])
+	if err != nil {
+		return err
+	}
+	cfg := DefaultConfig()
+	cfg.Name, cfg.ClusterID = c.names[i], "test"
+	c.memConfig(&cfg, mn)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nd, err := start(ctx, cfg, c.knobs)
+	if err != nil {
+		return err
+	}
+	ls, err := nd.Lockspace("test")
+	if err != nil {
+		return err
+	}
+	c.nodes[i], c.ls[i] = nd, ls
+	return nil
+}
