@@ -121,6 +121,7 @@ func (c *Client) connect(ctx context.Context, i int, resume bool) error {
 	}
 	c.mu.Unlock()
 	sent := time.Now()
+	cn.lastID = id // nobody else has cn yet
 	if err := cn.send(wire.Header{ID: id}, hello); err != nil {
 		_ = nc.Close()
 		return err
@@ -160,8 +161,8 @@ func (c *Client) connect(ctx context.Context, i int, resume bool) error {
 }
 
 // attach makes cn the client's connection after its Welcome w: a resumed
-// session carries on (requests the agent had not read are sent again); a
-// new one replaces the old, whose locks are lost.
+// session carries on (requests the agent had not read are sent again, with
+// new ids); a new one replaces the old, whose locks are lost.
 func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) {
 	c.mu.Lock()
 	if !w.Resumed {
@@ -177,21 +178,20 @@ func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) 
 		if cl.sent && cl.id <= w.LastRequest {
 			continue // the agent has it; its answer comes on this connection
 		}
-		if cl.abandoned && !cl.sent {
+		if cl.abandoned {
+			// Its caller gave up, and the agent never read it: nothing
+			// to send, nor to cancel (a cancel already posted names an
+			// id the agent never saw, and is answered as such).
 			delete(c.pending, cl.id)
 			continue
 		}
+		// The agent never read it: it goes again on cn, as a new request
+		// (transmit gives it an id above the hello's), by whoever comes
+		// first, this goroutine or the caller waiting for it.
+		cl.sent = false
 		resend = append(resend, cl)
 	}
 	slices.SortFunc(resend, func(a, b *call) int { return cmpU64(a.id, b.id) })
-	// The agent never read them, and takes only ids above the hello's:
-	// they are sent again as new requests.
-	for _, cl := range resend {
-		delete(c.pending, cl.id)
-		c.nextID++
-		cl.id = c.nextID
-		c.pending[cl.id] = cl
-	}
 	orphans := c.orphans
 	c.orphans = nil
 	c.cn = cn
@@ -199,11 +199,7 @@ func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) 
 	c.mu.Unlock()
 	go cn.watch()
 	for _, cl := range resend {
-		c.mu.Lock()
-		cl.sent = true
-		id := cl.id
-		c.mu.Unlock()
-		if cn.send(wire.Header{ID: id}, cl.msg) != nil {
+		if c.transmit(cn, cl, false) != nil {
 			return // connDown reconnects and sends them again
 		}
 	}
@@ -417,14 +413,8 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			c.abandon(cl)
 			return err
 		}
-		c.mu.Lock()
-		send, id := !cl.sent, cl.id
-		cl.sent = true
-		c.mu.Unlock()
-		if send {
-			if err := cn.send(wire.Header{ID: id}, cl.msg); err != nil {
-				continue // sent again once reconnected
-			}
+		if err := c.transmit(cn, cl, false); err != nil {
+			continue // sent again once reconnected
 		}
 		_ = cn.await(ctx, cl) // the outcome is read from cl below
 		c.mu.Lock()
@@ -473,13 +463,47 @@ func (c *Client) post(m wire.Message) {
 	c.mu.Lock()
 	cl.oneway = true
 	cn := c.cn
-	if cn != nil {
-		cl.sent = true
-	}
 	c.mu.Unlock()
 	if cn != nil {
-		_ = cn.sendLazy(wire.Header{ID: cl.id}, m) // if it is lost, attach sends it again
+		_ = c.transmit(cn, cl, true) // if it is lost, attach sends it again
 	}
+}
+
+// transmit sends cl on cn, unless it was sent already (by another
+// goroutine: the caller waiting for it and a resume may both try) or cn is
+// no longer the client's connection. The agent takes a request only if its
+// id is above every id it has read in the session, and reads one
+// connection's frames in the order they are written, so the id is checked
+// under cn's write mutex: a call whose id is not above the last one written
+// on cn (it was made before cn's hello, or made before another call that
+// went first) is given the next id. Lazy requests are queued to leave with
+// the next write (conn.queueLazyLocked).
+func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	c.mu.Lock()
+	switch {
+	case cl.sent || cl.done:
+		c.mu.Unlock()
+		return nil
+	case c.cn != cn:
+		c.mu.Unlock()
+		return errConnLost
+	}
+	if cl.id <= cn.lastID {
+		delete(c.pending, cl.id)
+		c.nextID++
+		cl.id = c.nextID
+		c.pending[cl.id] = cl
+	}
+	cl.sent = true
+	h := wire.Header{ID: cl.id}
+	cn.lastID = cl.id
+	c.mu.Unlock()
+	if lazy {
+		return cn.queueLazyLocked(h, cl.msg)
+	}
+	return cn.sendLocked(h, cl.msg)
 }
 
 // dispatch handles a frame from the agent: an answer to a call, or a
@@ -644,10 +668,7 @@ func (c *Client) Close() error {
 		// On the connection there is, if any: a session being reconnected
 		// is left to expire rather than waited for.
 		cl := c.newCall(&wire.ClientBye{})
-		c.mu.Lock()
-		cl.sent = true
-		c.mu.Unlock()
-		if cn.send(wire.Header{ID: cl.id}, cl.msg) == nil {
+		if c.transmit(cn, cl, false) == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), byeTimeout)
 			_ = cn.await(ctx, cl)
 			cancel()

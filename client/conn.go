@@ -36,6 +36,10 @@ type conn struct {
 	lazy   []byte
 	flushT *time.Timer
 	armed  bool
+	// lastID is the highest request id written (or queued lazily) on the
+	// connection, the hello's first: the agent takes only ids above every
+	// one it read in the session, in the order they arrive.
+	lastID uint64
 
 	rmu        sync.Mutex
 	reading    bool
@@ -74,9 +78,14 @@ const lazyDelay = 20 * time.Microsecond
 // send writes one request frame, with the lazy ones queued before it.
 func (cn *conn) send(h wire.Header, m wire.Message) error {
 	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	return cn.sendLocked(h, m)
+}
+
+// sendLocked is send for a caller that holds cn.wmu.
+func (cn *conn) sendLocked(h wire.Header, m wire.Message) error {
 	b, err := wire.AppendFrame(append(cn.wbuf[:0], cn.lazy...), h, m, &cn.limits)
 	if err != nil {
-		cn.wmu.Unlock()
 		return err
 	}
 	cn.lazy = cn.lazy[:0]
@@ -84,7 +93,6 @@ func (cn *conn) send(h wire.Header, m wire.Message) error {
 	if cap(b) <= 64<<10 {
 		cn.wbuf = b[:0]
 	}
-	cn.wmu.Unlock()
 	if werr != nil {
 		cn.fail(werr)
 		return fmt.Errorf("%w: %w", errConnLost, werr)
@@ -92,11 +100,9 @@ func (cn *conn) send(h wire.Header, m wire.Message) error {
 	return nil
 }
 
-// sendLazy queues a request nobody waits for, to leave with the next
-// write or within lazyDelay.
-func (cn *conn) sendLazy(h wire.Header, m wire.Message) error {
-	cn.wmu.Lock()
-	defer cn.wmu.Unlock()
+// queueLazyLocked queues a request nobody waits for, to leave with the
+// next write or within lazyDelay. Caller holds cn.wmu.
+func (cn *conn) queueLazyLocked(h wire.Header, m wire.Message) error {
 	b, err := wire.AppendFrame(cn.lazy, h, m, &cn.limits)
 	if err != nil {
 		return err

@@ -24,7 +24,7 @@ func (ss *session) handle(c *conn, id uint64, m wire.Message) error {
 		ss.mu.Unlock()
 		return fmt.Errorf("request id %d not above the last one, %d", id, ss.last)
 	}
-	ss.last = id
+	ss.last, ss.handled = id, id
 	ss.mu.Unlock()
 	ss.srv.met.requests[m.Type()].Inc()
 	switch m := m.(type) {

@@ -32,8 +32,13 @@ type session struct {
 	permits map[uint64]*dlm.Permit // permits of semaphores (ClientAcquire), by id; their locks are ds's
 	pending map[uint64]*op         // waiting requests, by request id
 	owners  map[ownerKey]*dlm.Owner
-	last    uint64 // highest request id read
-	over    bool   // the session ended
+	last    uint64 // highest request id read, hellos included: ids must go above it
+	// handled is the highest id of a request handled, which a Welcome
+	// reports: a hello is not one (its Welcome answers it), so that a
+	// client whose Welcome was lost does not take the requests it sent
+	// before for read.
+	handled uint64
+	over    bool // the session ended
 }
 
 type ownerKey struct {
@@ -111,7 +116,7 @@ func (ss *session) attach(c *conn, id uint64, resumed bool) error {
 	c.s = ss
 	w := &wire.ClientWelcome{
 		Session: ss.id, Key: ss.key, TTL: int64(ss.ttl), Lease: int64(lease),
-		Node: ss.srv.node.Name(), Resumed: resumed, LastRequest: ss.last,
+		Node: ss.srv.node.Name(), Resumed: resumed, LastRequest: ss.handled,
 		MaxLocks: uint32(ss.srv.cfg.MaxLocks), MaxPending: uint32(ss.srv.cfg.MaxPending), MaxFrame: uint32(ss.srv.cfg.MaxFrame),
 	}
 	ss.last = max(ss.last, id)

@@ -52,6 +52,34 @@
 // network (inside testing/synctest, on fake time) or on loopback TCP, for
 // the tests of code that uses dlm.
 //
+// # Lock value blocks
+//
+// Every resource has a value block of up to the lockspace's MaxLVB bytes
+// (64 by default), kept by its master, with a sequence number that counts
+// writes and a valid flag. A grant or up-conversion to a mode above NL
+// copies it to the lock (Value, ValueSeq); a PW or EX holder sets a new
+// value (SetValue) that is written when it converts down or unlocks, or
+// marks it not valid (InvalidateValue). The rules, in the VMS and Linux
+// DLM tradition:
+//
+//   - The value lives as long as the resource has a lock, in any mode: an
+//     NL lock holds nothing but keeps the value. When the last lock goes
+//     (released, or lost with its node), the value goes with the resource,
+//     and a resource created anew starts with an empty value (zero bytes,
+//     sequence 0) that is valid. An empty value therefore says "never
+//     written since the resource was created"; an application whose value
+//     must outlive its users keeps an NL lock on the resource.
+//   - The value is not valid after the loss of a holder that could have
+//     been writing it: a PW or EX lock purged with its node, or expired
+//     (TTL), while other locks keep the resource. It stays not valid,
+//     through grants, until a PW or EX holder writes it again.
+//   - When a resource's master is lost and the resource is rebuilt at a new
+//     master from its holders' reports, the value is the freshest copy held
+//     by a survivor granted above CR (CW, PR, PW or EX: such a holder read
+//     it, and nobody can have changed it since). If only NL and CR locks
+//     survive, no one can vouch for the value: it is not valid. It is never
+//     handed out as valid and empty unless it was.
+//
 // # Where requests go
 //
 // Every resource has one master node, chosen by a hash of the lockspace and

@@ -86,6 +86,12 @@ type recoveryState struct {
 	// beforeRebuild, if set (tests only, under mu), runs as Rebuild starts:
 	// a test holds a recovery at its barrier with it.
 	beforeRebuild func(epoch uint64)
+	// afterMastery, if set (tests only, under mu), runs in Prepare once the
+	// others acknowledged this node's Mastery, before it waits for theirs:
+	// an error fails the Prepare, so that a test makes this node miss a
+	// view the others go through. beforeSuspend runs as Suspend starts.
+	afterMastery  func(ctx context.Context, epoch uint64) error
+	beforeSuspend func(epoch uint64)
 }
 
 type spaceSnapshot struct {
@@ -191,6 +197,14 @@ func (h recoveryHost) Prepare(ctx context.Context, v recovery.View) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	rs.mu.Lock()
+	hook := rs.afterMastery
+	rs.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, v.Epoch); err != nil {
+			return err
+		}
+	}
 	for {
 		rs.mu.Lock()
 		got, ch := rs.masteries[v.Epoch], rs.arrived
@@ -254,8 +268,14 @@ func (n *Node) onMastery(in transport.Inbound, m *wire.Mastery) {
 
 func (h recoveryHost) Suspend(v recovery.View) {
 	n := h.n
-	vw := n.makeView(v)
 	rs := &n.recov
+	rs.mu.Lock()
+	hook := rs.beforeSuspend
+	rs.mu.Unlock()
+	if hook != nil {
+		hook(v.Epoch)
+	}
+	vw := n.makeView(v)
 	rs.mu.Lock()
 	all := rs.masteries[v.Epoch]
 	for e := range rs.masteries {
@@ -344,7 +364,7 @@ func (n *Node) dropBuckets(p *plan) {
 
 // dropLockState ends all of this node's lock state, as an evicted node
 // does: its waiting requests fail, its held locks are lost, its tables are
-// emptied.
+// emptied (forgetLocked says what stays).
 func (n *Node) dropLockState(why error) {
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
@@ -355,8 +375,23 @@ func (n *Node) dropLockState(why error) {
 	}
 	rs := &n.recov
 	rs.mu.Lock()
-	rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, nil, nil, nil, nil
+	rs.forgetLocked(n.epoch())
 	rs.mu.Unlock()
+}
+
+// forgetLocked forgets this node's recovery state as it drops all of its
+// lock state (a zombie, or an evicted node). Reports for a view after
+// epoch, the last one installed here, stay: they are the others' locks on
+// what this node masters in that view, sent (and acknowledged) once they
+// installed it, which may be before this node does; its rebuild needs
+// every one, or the locks they carry would be lost at their master while
+// their holders go on believing in them. Caller holds rs.mu.
+func (rs *recoveryState) forgetLocked(epoch uint64) {
+	buf := rs.buf
+	if buf != nil && buf.epoch <= epoch {
+		buf = nil
+	}
+	rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, buf, nil, nil, nil
 }
 
 // resetShardLocked empties the shard's table (keeping its token counter's
@@ -1019,7 +1054,7 @@ func (h recoveryHost) LeaseLost(evicted bool) {
 	if evicted {
 		rs := &n.recov
 		rs.mu.Lock()
-		rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, nil, nil, nil, nil
+		rs.forgetLocked(n.epoch())
 		rs.mu.Unlock()
 	}
 }

@@ -211,6 +211,8 @@ func runCommand(t *testing.T, tbl *Table, cmd string, a args) string {
 	case "restore-value":
 		_, invalid := a["invalid"]
 		return errText(tbl.RestoreValue(a.str(t, "res"), LVB{Data: []byte(a["data"]), Seq: a.num(t, "seq"), Valid: !invalid}))
+	case "drop":
+		return fmt.Sprintf("dropped %d\n", tbl.Drop(a.str(t, "res")))
 	case "finish-recovery":
 		tbl.FinishRecovery()
 		return "ok\n"

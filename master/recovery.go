@@ -43,7 +43,7 @@ func (t *Table) Resource(name string) (ResourceState, bool) {
 	if r == nil {
 		return ResourceState{}, false
 	}
-	rs := ResourceState{Name: name, LVB: r.readLVB()}
+	rs := ResourceState{Name: name, LVB: t.value(r)}
 	rs.LVB.Data = slices.Clone(rs.LVB.Data)
 	for _, q := range []*lockList{&r.granted, &r.convert, &r.wait} {
 		for l := q.front(); l != nil; l = q.next(l) {
@@ -53,6 +53,17 @@ func (t *Table) Resource(name string) (ResourceState, bool) {
 	return rs, true
 }
 
+// value is r's value as a snapshot reports it. While recovery rebuilds r
+// (Restore since the last FinishRecovery) it is the value FinishRecovery
+// would settle on, so that a snapshot taken before the rebuild finished
+// (its mastery moving on again) never vouches for a value nobody offered.
+func (t *Table) value(r *resource) LVB {
+	if info, ok := t.recovering[r]; ok {
+		return info.settle(r.readLVB())
+	}
+	return r.readLVB()
+}
+
 // AppendResources appends to dst a snapshot of every resource the table
 // masters (in no particular order), as Resource would give them, except
 // those a snapshot would say nothing about beyond their locks' own reports:
@@ -60,10 +71,10 @@ func (t *Table) Resource(name string) (ResourceState, bool) {
 // sends the rest to the resources' new masters, for queue order and values.
 func (t *Table) AppendResources(dst []ResourceState) []ResourceState {
 	for name, r := range t.res {
-		if r.nqueued == 0 && r.granted.front() == r.granted.back() && (r.lvb == nil || (r.lvb.seq == 0 && r.lvb.valid)) {
+		if _, rebuilding := t.recovering[r]; !rebuilding && r.nqueued == 0 && r.granted.front() == r.granted.back() && (r.lvb == nil || (r.lvb.seq == 0 && r.lvb.valid)) {
 			continue
 		}
-		rs := ResourceState{Name: name, LVB: r.readLVB()}
+		rs := ResourceState{Name: name, LVB: t.value(r)}
 		rs.LVB.Data = slices.Clone(rs.LVB.Data)
 		n := int(r.nqueued)
 		for l := r.granted.front(); l != nil; l = r.granted.next(l) {
@@ -208,7 +219,7 @@ func (t *Table) Drop(name string) int {
 			n++
 		}
 	}
-	t.maybeFree(r)
+	t.maybeFree(r) // and forgets what a rebuild of r had learned
 	return n
 }
 
@@ -281,6 +292,20 @@ func (t *Table) RestoreValue(name string, v LVB) error {
 	info.offer(v)
 	t.recovering[r] = info
 	return nil
+}
+
+// settle returns the value a rebuilt resource ends with, from cur, the
+// one it has: the freshest copy offered; with none, cur, not valid if the
+// resource did not exist before the rebuild (a lost holder may have
+// written it, and nobody left can say what it is).
+func (info restoreInfo) settle(cur LVB) LVB {
+	switch {
+	case info.best != nil:
+		return LVB{Data: info.best.Data, Seq: max(cur.Seq, info.best.Seq), Valid: info.best.Valid}
+	case info.fresh:
+		cur.Valid = false
+	}
+	return cur
 }
 
 func (info *restoreInfo) offer(v LVB) {
@@ -392,15 +417,11 @@ func (t *Table) finishValue(r *resource, info restoreInfo) {
 		}
 		return
 	}
-	switch {
-	case info.best != nil && r.lvb == nil && info.best.Seq == 0 && info.best.Valid && len(info.best.Data) == 0:
-		// A value never written: nothing to store.
-	case info.best != nil:
-		v := r.lvbFor()
-		v.data = append(v.data[:0], info.best.Data...)
-		v.seq, v.valid = max(v.seq, info.best.Seq), info.best.Valid
-	case info.fresh:
-		r.invalidateLVB()
+	if v := info.settle(r.readLVB()); r.lvb != nil || v.Seq != 0 || !v.Valid || len(v.Data) != 0 {
+		// (else a value never written: nothing to store)
+		s := r.lvbFor()
+		s.data = append(s.data[:0], v.Data...)
+		s.seq, s.valid = v.Seq, v.Valid
 	}
 	if r.empty() {
 		t.maybeFree(r)

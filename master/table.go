@@ -224,6 +224,8 @@ func (t *Table) maybeFree(r *resource) {
 		return
 	}
 	delete(t.res, r.name)
+	// A rebuild of r, if any, is over: r may be reused for another name.
+	delete(t.recovering, r)
 	if len(t.freeRes) < freeListCap {
 		r.name = ""
 		t.freeRes = append(t.freeRes, r)

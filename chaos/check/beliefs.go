@@ -210,6 +210,18 @@ func (bs *beliefs) intervals() []Interval {
 	return out
 }
 
+// Held returns the belief intervals of every client on resource so far
+// (the open ones end at Infinity), in the order they started.
+func (h *History) Held(resource string) []Interval {
+	var out []Interval
+	for _, iv := range h.snapshot().intervals {
+		if iv.Resource == resource {
+			out = append(out, iv)
+		}
+	}
+	return out
+}
+
 // meet returns the strongest mode that is compatible with every mode that a
 // or b is compatible with: what a client may rely on when it holds a or b
 // and does not know which.

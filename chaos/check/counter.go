@@ -19,8 +19,12 @@ type Increment struct {
 	Granted time.Duration `json:"granted_ns"`
 	// Read is the value read, Valid the value block's valid flag: false
 	// when the lock manager lost a writer and says the value may be stale.
+	// Empty says the value block was empty: never written since the
+	// resource was created (the lock manager starts a resource created
+	// anew, once every lock on it went, with an empty, valid value).
 	Read  int64 `json:"read"`
 	Valid bool  `json:"valid"`
+	Empty bool  `json:"empty,omitempty"`
 	// Outcome of the write-back: OK (acknowledged), Fail (definitely not
 	// written: the lock was gone first), Unknown (the answer never came).
 	Outcome Outcome `json:"outcome"`
@@ -30,6 +34,10 @@ type Increment struct {
 type CounterRead struct {
 	Value int64 `json:"value"`
 	Valid bool  `json:"valid"`
+	Empty bool  `json:"empty,omitempty"`
+	// At is when the read's grant returned (zero: not known, and an empty
+	// final read is then judged like any valid one).
+	At time.Duration `json:"at_ns,omitempty"`
 }
 
 // CounterResult is what CheckCounter found.
@@ -43,20 +51,40 @@ type CounterResult struct {
 	// they are no violation.
 	Invalidated int
 	Flagged     int64
-	Violations  []string
+	// Recreated counts the reads that found the value block empty after a
+	// moment when no client believed it held a lock on the counter: the
+	// resource, and its value, may have gone with its last lock, as the
+	// lock manager's rule says, so they are no violation either; Lost
+	// counts the acknowledged increments they lost.
+	Recreated  int
+	Lost       int64
+	Violations []string
 }
 
 // OK reports whether no violation was found.
 func (r CounterResult) OK() bool { return len(r.Violations) == 0 }
 
-// CheckCounter checks a value-block counter: every valid read, and the
+// CheckCounter is CheckCounterHeld without the belief intervals: an empty
+// read is judged like any other valid one.
+func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
+	return CheckCounterHeld(incs, final, nil)
+}
+
+// CheckCounterHeld checks a value-block counter: every valid read, and the
 // final read, must count exactly the acknowledged increments before it,
 // plus any of the unknown ones (which may or may not have been written).
 // A read that finds the value block not valid starts the count again from
 // what it read. Two increments reading the same valid value, or a valid
 // value below the acknowledged count, is a lost update; a value above what
 // the increments could have written came from nowhere.
-func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
+//
+// held are the belief intervals of the counter's resource (History.Held).
+// The value lives as long as some lock is on the resource: a read that
+// finds it empty starts the count again from zero, and is no violation,
+// if at some moment since the read before it no client believed it held
+// a lock on the resource (every lock may have gone, and the resource with
+// it). With locks believed held all along, an empty read is a lost update.
+func CheckCounterHeld(incs []Increment, final *CounterRead, held []Interval) CounterResult {
 	incs = slices.Clone(incs)
 	slices.SortStableFunc(incs, func(a, b Increment) int { return cmp.Compare(a.Granted, b.Granted) })
 	var res CounterResult
@@ -64,9 +92,17 @@ func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
 	// lo and hi bound the value the counter holds: lo counts the
 	// acknowledged increments, hi adds the unknown ones.
 	var lo, hi int64
-	var last string // the latest increment, for messages
-	judge := func(what string, v int64, valid bool) {
+	var last string         // the latest increment, for messages
+	var since time.Duration // when the value was last read
+	judge := func(what string, at time.Duration, v int64, valid, empty bool) {
+		gap := empty && valid && uncovered(held, since, at)
+		since = at
 		switch {
+		case gap:
+			res.Recreated++
+			if v < lo {
+				res.Lost += lo - v
+			}
 		case !valid:
 			res.Invalidated++
 			if v < lo {
@@ -83,7 +119,7 @@ func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
 	}
 	for _, in := range incs {
 		what := fmt.Sprintf("the increment by client %d on %s granted at %s", in.Client, in.Node, fmtTime(in.Granted))
-		judge(what, in.Read, in.Valid)
+		judge(what, in.Granted, in.Read, in.Valid, in.Empty)
 		switch in.Outcome {
 		case OK:
 			res.Acked++
@@ -97,7 +133,35 @@ func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
 		last = fmt.Sprintf("%s, which read %d and ended %v", what, in.Read, in.Outcome)
 	}
 	if final != nil {
-		judge("the final read", final.Value, final.Valid)
+		at := final.At
+		if at == 0 {
+			at = since
+		}
+		judge("the final read", at, final.Value, final.Valid, final.Empty)
 	}
 	return res
+}
+
+// uncovered reports whether some moment in (from, to) is in none of the
+// intervals.
+func uncovered(intervals []Interval, from, to time.Duration) bool {
+	if len(intervals) == 0 || from >= to {
+		return false
+	}
+	ivs := slices.Clone(intervals)
+	slices.SortFunc(ivs, func(a, b Interval) int { return cmp.Compare(a.Start, b.Start) })
+	covered := from // every moment in (from, covered] is in some interval
+	for _, iv := range ivs {
+		if iv.End <= covered {
+			continue
+		}
+		if iv.Start > covered {
+			return covered < to
+		}
+		covered = iv.End
+		if covered >= to {
+			return false
+		}
+	}
+	return covered < to
 }

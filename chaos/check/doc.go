@@ -130,9 +130,12 @@
 //     granted within a bound;
 //   - TimeToGrant: for each Fault, how long until a lock was granted again
 //     (the lock a killed holder held, to a client of another node);
-//   - CheckCounter: a counter kept in a lock value block and incremented
-//     under EX counts exactly the acknowledged increments, unless the lock
-//     manager flagged the value not valid;
+//   - CheckCounter (CheckCounterHeld): a counter kept in a lock value
+//     block and incremented under EX counts exactly the acknowledged
+//     increments, unless the lock manager flagged the value not valid, or
+//     the value read is empty after a moment when no client believed it
+//     held a lock on the counter (the value lives only while a lock is on
+//     its resource);
 //   - CheckElection: what readers of an election were told is neither a
 //     phantom, nor stale, nor going back.
 //

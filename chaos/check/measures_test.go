@@ -181,3 +181,51 @@ func TestElection(t *testing.T) {
 		t.Error("a token read before the unknown campaign was called passed")
 	}
 }
+
+// TestCounterRecreated: the value lives while some lock is on the
+// resource. An empty value read after a moment when nobody believed it held
+// a lock on the counter may be the resource created anew (no violation,
+// counted); with a lock believed held all along it is a lost update, and
+// so is an empty read the checker cannot place.
+func TestCounterRecreated(t *testing.T) {
+	empty := func(c int, at time.Duration) Increment {
+		in := inc(c, at, 0, true, OK)
+		in.Empty = true
+		return in
+	}
+	held := func(c int, from, to time.Duration) Interval {
+		return Interval{Client: c, Resource: "counter", Start: from, End: to}
+	}
+	incs := []Increment{empty(1, 1*s), inc(2, 2*s, 1, true, OK), inc(1, 3*s, 2, true, OK), empty(2, 6*s), inc(1, 7*s, 1, true, OK)}
+	// Client 1 holds from 0.5 s to 4 s and again from 5.5 s, client 2 from
+	// 1.5 s to 4.5 s and from 5 s: nobody between 4.5 s and 5 s.
+	gap := []Interval{held(1, s/2, 4*s), held(2, 3*s/2, 9*s/2), held(2, 5*s, Infinity), held(1, 11*s/2, Infinity)}
+	res := CheckCounterHeld(incs, &CounterRead{Value: 2, Valid: true, At: 8 * s}, gap)
+	if !res.OK() || res.Recreated != 2 || res.Lost != 3 { // the first read found the resource new too
+		t.Fatalf("recreated after a gap: %+v", res)
+	}
+	// Locks held all along: the empty read lost three updates.
+	cover := []Interval{held(1, s/2, 4*s), held(2, 3*s/2, Infinity), held(1, 11*s/2, Infinity)}
+	res = CheckCounterHeld(incs, &CounterRead{Value: 2, Valid: true, At: 8 * s}, cover)
+	if res.OK() || !strings.Contains(strings.Join(res.Violations, "\n"), "an update was lost") {
+		t.Fatalf("empty read under a lock held all along: %+v", res)
+	}
+	if res := CheckCounter(incs, &CounterRead{Value: 2, Valid: true}); res.OK() {
+		t.Fatal("an empty read without belief intervals passed")
+	}
+	// An empty final read whose time is not known is judged strictly.
+	res = CheckCounterHeld(incs[:3], &CounterRead{Valid: true, Empty: true}, gap)
+	if res.OK() {
+		t.Fatalf("empty final read of unknown time: %+v", res)
+	}
+	for _, c := range []struct {
+		from, to time.Duration
+		want     bool
+	}{
+		{0, s / 4, true}, {s, 4 * s, false}, {4 * s, 5 * s, true}, {5 * s, 10 * s, false}, {9 * s / 2, 9 * s / 2, false},
+	} {
+		if got := uncovered(gap, c.from, c.to); got != c.want {
+			t.Errorf("uncovered(%v, %v) = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+}

@@ -57,7 +57,7 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 	if len(v) >= 8 {
 		read = int64(binary.BigEndian.Uint64(v))
 	}
-	inc := check.Increment{Client: c.id, Node: c.svc.Node, Granted: granted, Read: read, Valid: valid}
+	inc := check.Increment{Client: c.id, Node: c.svc.Node, Granted: granted, Read: read, Valid: valid, Empty: len(v) == 0}
 	if err := lk.SetValue(binary.BigEndian.AppendUint64(nil, uint64(read+1))); err != nil {
 		inc.Outcome = check.Fail
 	} else {
@@ -98,6 +98,16 @@ func (r *Runner) keep(ctx context.Context) {
 	}
 	op.Granted(lk.Mode(), lk.Token())
 	r.keeper, r.keeperClient = lk, c
+	// The keeper's belief ends the moment its lock is lost, not when
+	// Finish looks: the checker reads the gaps in the counter's locks to
+	// tell a resource that may have been recreated from a lost update.
+	r.witnesses.Go(func() {
+		select {
+		case <-lk.Lost():
+			r.keeperLost.Do(func() { c.lost(CounterRes, lk) })
+		case <-ctx.Done():
+		}
+	})
 }
 
 // Finish reads the counter once more, under EX, after the run: the value
@@ -109,7 +119,7 @@ func (r *Runner) Finish(ctx context.Context) error {
 	if !lost {
 		select {
 		case <-lk.Lost():
-			c.lost(CounterRes, lk)
+			r.keeperLost.Do(func() { c.lost(CounterRes, lk) })
 			lost = true
 		default:
 		}
@@ -142,13 +152,14 @@ func (r *Runner) Finish(ctx context.Context) error {
 		}
 		op.Granted(lk.Mode(), lk.Token())
 	}
+	at := r.h.Elapsed()
 	v, valid := lk.Value()
 	var val int64
 	if len(v) >= 8 {
 		val = int64(binary.BigEndian.Uint64(v))
 	}
 	r.mu.Lock()
-	r.final = &check.CounterRead{Value: val, Valid: valid}
+	r.final = &check.CounterRead{Value: val, Valid: valid, Empty: len(v) == 0, At: at}
 	r.mu.Unlock()
 	c.unlock(CounterRes, lk)
 	return nil

@@ -128,6 +128,7 @@ type Runner struct {
 	nextID       int
 	keeper       Lock // see keep
 	keeperClient *client
+	keeperLost   sync.Once // records the keeper's Lost once, whoever sees it first
 
 	mu        sync.Mutex
 	holds     map[int]*hold // long holders' current EX holds, by client id
