@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"syscall"
@@ -84,6 +86,14 @@ func killAndRecover(b *testing.B, c *cluster, victim int) (rebuilt, cpuMs float6
 	idle := (cpuSeconds() - idle0) / time.Since(t0).Seconds()
 	var gc0, gc1 runtime.MemStats
 	runtime.ReadMemStats(&gc0)
+	if f := os.Getenv("DLM_RECOVERY_MEMPROFILE"); f != "" {
+		writeHeapProfile(b, f+".before")
+		defer writeHeapProfile(b, f+".after")
+	}
+	if f := os.Getenv("DLM_RECOVERY_CPUPROFILE"); f != "" {
+		stop := startCPUProfile(b, f)
+		defer stop()
+	}
 	c.kill(victim)
 	deadline := time.Now().Add(2 * time.Minute)
 	var cpu0 float64
@@ -102,6 +112,54 @@ func killAndRecover(b *testing.B, c *cluster, victim int) (rebuilt, cpuMs float6
 			b.Fatal("no recovery within 2 minutes")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// startCPUProfile writes a CPU profile to file until the function it
+// returns is called (DLM_RECOVERY_CPUPROFILE: the recovery alone, not the
+// taking of the locks before it).
+func startCPUProfile(b *testing.B, file string) func() {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
+
+// writeHeapProfile writes the heap profile to file: one before and one
+// after a recovery (DLM_RECOVERY_MEMPROFILE) give, with pprof -base, what
+// the recovery allocated.
+func writeHeapProfile(b *testing.B, file string) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC() // the profile is as of the last collection
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// startTrace writes an execution trace to file until the function it
+// returns is called (DLM_PAUSE_TRACE: what a paused client waited on).
+func startTrace(b *testing.B, file string) func() {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
+		_ = f.Close()
 	}
 }
 
@@ -226,8 +284,12 @@ func BenchmarkRecoveryPause(b *testing.B) {
 							done <- err
 							return
 						}
+						d := time.Since(t0)
+						if d > 5*time.Millisecond && trace.IsEnabled() {
+							trace.Logf(ctx, "slow", "lock+unlock %v", d)
+						}
 						mu.Lock()
-						lat = append(lat, time.Since(t0))
+						lat = append(lat, d)
 						mu.Unlock()
 					}
 				}()
@@ -248,6 +310,10 @@ func BenchmarkRecoveryPause(b *testing.B) {
 				take()
 				time.Sleep(3 * time.Second)
 				base := take() // from here: across the failure
+				if f := os.Getenv("DLM_PAUSE_TRACE"); f != "" {
+					stopTrace := startTrace(b, fmt.Sprintf("%s.%d", f, locks))
+					defer stopTrace()
+				}
 				b.StartTimer()
 				r, cpu := killAndRecover(b, c, 4)
 				b.StopTimer()

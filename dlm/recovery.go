@@ -106,12 +106,15 @@ type rebuildBuf struct {
 }
 
 // spaceReports are the reports of one lockspace: every lock the holders
-// reported, in one flat slice (sorted by resource at rebuild: a hundred
-// thousand locks cost one growing slice, not a map entry each), and what
-// old masters said of the resources they had something to say about.
+// reported, in one slice per report as it came (grouped by resource at
+// rebuild: a hundred thousand locks cost a few hundred slices of one
+// report each, neither a map entry each nor a growing slice copied as it
+// doubles), and what old masters said of the resources they had
+// something to say about.
 type spaceReports struct {
 	lastToken uint64
-	locks     []master.LockState
+	locks     [][]master.LockState
+	nlocks    int
 	masters   map[string]*masterInfo
 }
 
@@ -414,7 +417,8 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 		return fmt.Errorf("report for epoch %d: no plan", v.Epoch)
 	}
 	vw := n.view.Load()
-	out := map[reportKey]*wire.LockReport{}
+	out := map[reportKey]*reportChunk{}
+	var msgs []routed
 	permits := map[reportKey]*wire.PermitReport{}
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
@@ -430,18 +434,17 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 						addPermitReport(permits, k, v.Epoch, lk.reportedPermit(rl))
 						continue
 					}
-					if out[k] == nil {
-						out[k] = &wire.LockReport{Epoch: v.Epoch, Lockspace: ls.name}
+					c := out[k]
+					if c == nil || c.full() {
+						c = &reportChunk{r: &wire.LockReport{Epoch: v.Epoch, Lockspace: ls.name, Locks: make([]wire.ReportedLock, 0, reportLocks)}}
+						out[k] = c
+						msgs = append(msgs, routed{k.to, c.r})
 					}
-					out[k].Locks = append(out[k].Locks, rl)
+					c.add(rl)
 				}
 			}
 			sh.mu.Unlock()
 		}
-	}
-	var msgs []routed
-	for k, r := range out {
-		msgs = append(msgs, splitLockReport(k.to, r)...)
 	}
 	for k, r := range permits {
 		msgs = append(msgs, splitPermitReport(k.to, r)...)
@@ -466,18 +469,20 @@ const (
 	reportBytes = 32 << 10
 )
 
-func splitLockReport(to string, r *wire.LockReport) []routed {
-	var out []routed
-	for len(r.Locks) > 0 {
-		n, size := 0, 0
-		for n < len(r.Locks) && n < reportLocks && size < reportBytes {
-			size += len(r.Locks[n].Resource) + len(r.Locks[n].LVB) + 64
-			n++
-		}
-		out = append(out, routed{to, &wire.LockReport{Epoch: r.Epoch, Lockspace: r.Lockspace, Locks: r.Locks[:n]}})
-		r.Locks = r.Locks[n:]
-	}
-	return out
+// reportChunk is one LockReport being filled: the holder builds its
+// reports in message-sized pieces from the start, so that a hundred
+// thousand reported locks cost pieces of one size, never a growing slice
+// copied as it doubles.
+type reportChunk struct {
+	r    *wire.LockReport
+	size int // about the body's bytes so far
+}
+
+func (c *reportChunk) full() bool { return len(c.r.Locks) >= reportLocks || c.size >= reportBytes }
+
+func (c *reportChunk) add(rl wire.ReportedLock) {
+	c.r.Locks = append(c.r.Locks, rl)
+	c.size += len(rl.Resource) + len(rl.LVB) + 64
 }
 
 // splitMasterReport splits one master's resources into messages, and a
@@ -676,20 +681,21 @@ func (n *Node) acceptReport(from string, msg wire.Message) {
 		if buf == nil {
 			return
 		}
-		sp, node := buf.space(m.Lockspace), nodeID(from)
-		sp.locks = slices.Grow(sp.locks, len(m.Locks))
-		for _, rl := range m.Locks {
-			sp.locks = append(sp.locks, reportedState(node, rl))
-		}
+		sp := buf.space(m.Lockspace)
+		sp.locks = append(sp.locks, reportedStates(nodeID(from), m.Locks))
+		sp.nlocks += len(m.Locks)
 	case *wire.PermitReport:
 		buf := rs.bufFor(m.Epoch)
 		if buf == nil {
 			return
 		}
 		sp, node := buf.space(m.Lockspace), nodeID(from)
+		states := make([]master.LockState, 0, len(m.Permits))
 		for _, p := range m.Permits {
-			sp.locks = append(sp.locks, permitState(node, p))
+			states = append(states, permitState(node, p))
 		}
+		sp.locks = append(sp.locks, states)
+		sp.nlocks += len(states)
 	case *wire.MasterReport:
 		buf := rs.bufFor(m.Epoch)
 		if buf == nil {
@@ -715,16 +721,35 @@ func (n *Node) acceptReport(from string, msg wire.Message) {
 	}
 }
 
-func reportedState(node master.NodeID, rl wire.ReportedLock) master.LockState {
-	ls := master.LockState{
-		Resource: rl.Resource, Lock: master.LockID{Node: node, ID: rl.Lock}, Owner: master.OwnerID(rl.Owner),
-		Queue: master.Queue(rl.Queue), Granted: rl.Granted, Requested: rl.Requested, Token: rl.Token,
-		TTL: ticks(time.Duration(rl.TTL)),
+// reportedStates turns one report's locks into what the new master
+// restores, copying what aliases the frame: the value blocks of a report
+// share one allocation, and their bytes another, rather than two per lock.
+func reportedStates(node master.NodeID, rls []wire.ReportedLock) []master.LockState {
+	nlvb, nbytes := 0, 0
+	for i := range rls {
+		if rls[i].LVBFlags&wire.LVBPresent != 0 {
+			nlvb++
+			nbytes += len(rls[i].LVB)
+		}
 	}
-	if rl.LVBFlags&wire.LVBPresent != 0 {
-		ls.LVB = &master.LVB{Data: slices.Clone(rl.LVB), Seq: rl.LVBSeq, Valid: rl.LVBFlags&wire.LVBValid != 0}
+	lvbs := make([]master.LVB, 0, nlvb)
+	data := make([]byte, 0, nbytes)
+	out := make([]master.LockState, len(rls))
+	for i := range rls {
+		rl := &rls[i]
+		out[i] = master.LockState{
+			Resource: rl.Resource, Lock: master.LockID{Node: node, ID: rl.Lock}, Owner: master.OwnerID(rl.Owner),
+			Queue: master.Queue(rl.Queue), Granted: rl.Granted, Requested: rl.Requested, Token: rl.Token,
+			TTL: ticks(time.Duration(rl.TTL)),
+		}
+		if rl.LVBFlags&wire.LVBPresent != 0 {
+			start := len(data)
+			data = append(data, rl.LVB...)
+			lvbs = append(lvbs, master.LVB{Data: data[start:len(data):len(data)], Seq: rl.LVBSeq, Valid: rl.LVBFlags&wire.LVBValid != 0})
+			out[i].LVB = &lvbs[len(lvbs)-1]
+		}
 	}
-	return ls
+	return out
 }
 
 // --- Rebuild: purge the nodes that left, restore what moved here.
@@ -858,9 +883,11 @@ func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v *view, p *plan) {
 	// Group the locks by resource: sorted by resource hash, the name only
 	// breaking ties (two names with one hash), then by node and id, so that
 	// a resource's locks are restored in the same order on every run.
-	keyed := make([]hashedLock, len(sp.locks))
-	for i := range sp.locks {
-		keyed[i] = hashedLock{resourceHash(ls.seed, sp.locks[i].Resource), &sp.locks[i]}
+	keyed := make([]hashedLock, 0, sp.nlocks)
+	for _, report := range sp.locks {
+		for i := range report {
+			keyed = append(keyed, hashedLock{resourceHash(ls.seed, report[i].Resource), &report[i]})
+		}
 	}
 	slices.SortFunc(keyed, func(a, b hashedLock) int {
 		if c := cmp.Compare(a.h, b.h); c != 0 {

@@ -147,7 +147,7 @@ func (t *Table) PurgeNode(node NodeID) int {
 // batches; more says some of the node's locks are left. The table forgets
 // the node once its last lock is gone.
 func (t *Table) PurgeNodeUpTo(node NodeID, max int) (purged int, more bool) {
-	var victims []*lock
+	victims := t.purgeVictims[:0]
 	if ns := t.nodes[node]; ns != nil {
 		for _, l := range ns.locks {
 			if len(victims) == max {
@@ -157,7 +157,10 @@ func (t *Table) PurgeNodeUpTo(node NodeID, max int) (purged int, more bool) {
 			victims = append(victims, l)
 		}
 	}
-	touched := make(map[*resource]struct{}, len(victims))
+	touched := t.purgeTouched
+	if touched == nil {
+		touched = make(map[*resource]struct{}, len(victims))
+	}
 	for _, l := range victims {
 		r := l.res
 		writer := l.queue != QueueWaiting && releaseWrites(l.mode)
@@ -172,6 +175,12 @@ func (t *Table) PurgeNodeUpTo(node NodeID, max int) (purged int, more bool) {
 		t.forgetNode(node)
 	}
 	t.settle(touched)
+	clear(victims) // no pointers into freed locks are kept
+	clear(touched)
+	t.purgeVictims, t.purgeTouched = victims[:0], touched
+	if !more {
+		t.purgeVictims, t.purgeTouched = nil, nil // a purge done keeps nothing
+	}
 	return len(victims), more
 }
 

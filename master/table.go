@@ -83,6 +83,11 @@ type Table struct {
 	pendingArena, outArena []byte
 
 	recovering map[*resource]restoreInfo
+	// purgeVictims and purgeTouched are PurgeNodeUpTo's scratch, kept
+	// between its batches: a purge of a million locks in batches of a few
+	// hundred then allocates nothing per batch.
+	purgeVictims []*lock
+	purgeTouched map[*resource]struct{}
 
 	freeLocks  []*lock
 	freeRes    []*resource
