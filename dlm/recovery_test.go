@@ -258,6 +258,48 @@ func TestRecoveryBigResource(t *testing.T) {
 	})
 }
 
+// TestRecoveryValuesAcrossManyReports: the holders of more locks than one
+// report carries (value blocks copied per report, not per lock) report
+// each its own value, and every moved resource comes back with it.
+func TestRecoveryValuesAcrossManyReports(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, func(cfg *Config) { cfg.MaxLocks = 0 })
+		defer c.close()
+		const n = 3 * reportLocks / 2 // per holder: more than one report each
+		var names []string
+		var locks []*Lock
+		for i := 0; len(names) < 2*n; i++ {
+			name := fmt.Sprintf("many-%d", i)
+			if c.ls[0].MasterOf(name) != c.nodes[1].Name() {
+				continue
+			}
+			lk := mustLock(t, c.ls[len(names)%2*2], name, modes.EX)
+			if err := lk.SetValue([]byte(strings.Repeat(name, 1+len(names)%3))); err != nil {
+				t.Fatal(err)
+			}
+			if err := lk.Convert(bg, modes.PR); err != nil { // writes the value, keeps a copy above CR
+				t.Fatal(err)
+			}
+			names, locks = append(names, name), append(locks, lk)
+		}
+		c.kill(1)
+		c.waitView(2, 30*time.Second)
+		for i, name := range names {
+			rs, ok := c.ls[0].masterState(name)
+			if !ok {
+				rs, ok = c.ls[2].masterState(name)
+			}
+			want := strings.Repeat(name, 1+i%3)
+			if !ok || len(rs.Locks) != 1 || string(rs.LVB.Data) != want || !rs.LVB.Valid {
+				t.Fatalf("%s rebuilt as %+v (found %v), want one lock and the value %q, valid", name, rs, ok, want)
+			}
+		}
+		for _, lk := range locks {
+			mustUnlock(t, lk)
+		}
+	})
+}
+
 // TestTokensIncreaseAcrossWholeClusterRestart: no state survives a restart
 // of every node, yet the tokens of a lock's and a semaphore's grants keep
 // increasing, and stay below 2^53, because every table starts above the
