@@ -5,6 +5,7 @@ package dlm
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -91,7 +92,7 @@ func killAndRecover(b *testing.B, c *cluster, victim int) (rebuilt, cpuMs float6
 		defer writeHeapProfile(b, f+".after")
 	}
 	if f := os.Getenv("DLM_RECOVERY_CPUPROFILE"); f != "" {
-		stop := startCPUProfile(b, f)
+		stop := startRecording(b, f, pprof.StartCPUProfile, pprof.StopCPUProfile)
 		defer stop()
 	}
 	c.kill(victim)
@@ -115,19 +116,21 @@ func killAndRecover(b *testing.B, c *cluster, victim int) (rebuilt, cpuMs float6
 	}
 }
 
-// startCPUProfile writes a CPU profile to file until the function it
-// returns is called (DLM_RECOVERY_CPUPROFILE: the recovery alone, not the
-// taking of the locks before it).
-func startCPUProfile(b *testing.B, file string) func() {
+// startRecording starts a recording into file (a CPU profile with
+// pprof.StartCPUProfile, an execution trace with trace.Start) and returns
+// what ends it: DLM_RECOVERY_CPUPROFILE records the recovery alone, not
+// the taking of the locks before it, and DLM_PAUSE_TRACE what a paused
+// client waited on.
+func startRecording(b *testing.B, file string, start func(io.Writer) error, stop func()) func() {
 	f, err := os.Create(file)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		b.Fatal(err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		_ = f.Close()
 	}
 }
@@ -144,22 +147,6 @@ func writeHeapProfile(b *testing.B, file string) {
 	runtime.GC() // the profile is as of the last collection
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 		b.Fatal(err)
-	}
-}
-
-// startTrace writes an execution trace to file until the function it
-// returns is called (DLM_PAUSE_TRACE: what a paused client waited on).
-func startTrace(b *testing.B, file string) func() {
-	f, err := os.Create(file)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := trace.Start(f); err != nil {
-		b.Fatal(err)
-	}
-	return func() {
-		trace.Stop()
-		_ = f.Close()
 	}
 }
 
@@ -322,7 +309,7 @@ func BenchmarkRecoveryPause(b *testing.B) {
 				worst = 0
 				mu.Unlock()
 				if f := os.Getenv("DLM_PAUSE_TRACE"); f != "" {
-					stopTrace := startTrace(b, fmt.Sprintf("%s.%d", f, locks))
+					stopTrace := startRecording(b, fmt.Sprintf("%s.%d", f, locks), trace.Start, trace.Stop)
 					defer stopTrace()
 				}
 				b.StartTimer()
