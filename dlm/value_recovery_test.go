@@ -87,7 +87,7 @@ func TestDroppedStateKeepsReportsOfTheNextView(t *testing.T) {
 					t.Fatalf("the reports of epoch %d were dropped with the node's own state", next)
 				}
 				sp := rs.buf.spaces["test"]
-				if sp == nil || len(sp.locks) != 1 || sp.locks[0].Resource != "counter" {
+				if sp == nil || sp.nlocks != 1 || sp.locks[0][0].Resource != "counter" {
 					t.Fatalf("reports of epoch %d after the drop: %+v", next, sp)
 				}
 			})
@@ -140,9 +140,11 @@ func zombieRebuild(t *testing.T) bool {
 		n := 0
 		if buf := rs.buf; buf != nil && buf.epoch == epoch {
 			if sp := buf.spaces["test"]; sp != nil {
-				for _, l := range sp.locks {
-					if l.Resource == res {
-						n++
+				for _, report := range sp.locks {
+					for _, l := range report {
+						if l.Resource == res {
+							n++
+						}
 					}
 				}
 			}
