@@ -126,6 +126,9 @@ type Record struct {
 	// own Seq+1, and for later operations of the client on the resource,
 	// that of its latest Acquire.
 	lock int
+	// endedIn, for a Convert of a lock the client's belief in had ended
+	// (a Lost, a freeze), are the modes the lock may have been in then.
+	endedIn []modes.Mode
 	// lostDuring marks a Convert that failed after the lock was lost
 	// while it was in flight: the models take it as Unknown.
 	lostDuring bool
