@@ -52,8 +52,8 @@ type belief struct {
 	// pending are the modes a pending or unknown conversion goes
 	// between (from, to) while exact is false: the lock is in one of them.
 	pending []modes.Mode
-	permits  int  // of a semaphore of limit; zero for a lock
-	limit    int
+	permits int // of a semaphore of limit; zero for a lock
+	limit   int
 }
 
 // beliefs follows, as the history is recorded, which locks each client
