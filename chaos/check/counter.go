@@ -22,7 +22,10 @@ type Increment struct {
 	Read  int64 `json:"read"`
 	Valid bool  `json:"valid"`
 	// Outcome of the write-back: OK (acknowledged), Fail (definitely not
-	// written: the lock was gone first), Unknown (the answer never came).
+	// written: the lock was gone first), Unknown (the answer never came),
+	// Pending (not known yet: an increment is recorded as Pending before
+	// its write-back, and again with its outcome, which replaces it; one
+	// left Pending counts as Unknown).
 	Outcome Outcome `json:"outcome"`
 }
 
@@ -56,8 +59,10 @@ func (r CounterResult) OK() bool { return len(r.Violations) == 0 }
 // what it read. Two increments reading the same valid value, or a valid
 // value below the acknowledged count, is a lost update; a value above what
 // the increments could have written came from nowhere.
+// An increment recorded more than once (Pending, then its outcome)
+// counts once, as its last record says.
 func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
-	incs = slices.Clone(incs)
+	incs = latest(incs)
 	slices.SortStableFunc(incs, func(a, b Increment) int { return cmp.Compare(a.Granted, b.Granted) })
 	var res CounterResult
 	res.Final = final
@@ -100,4 +105,26 @@ func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
 		judge("the final read", final.Value, final.Valid)
 	}
 	return res
+}
+
+// latest returns incs with each increment (a client, node and grant time)
+// once: its last record, which replaces a Pending one.
+func latest(incs []Increment) []Increment {
+	type key struct {
+		client  int
+		node    string
+		granted time.Duration
+	}
+	at := make(map[key]int, len(incs))
+	out := make([]Increment, 0, len(incs))
+	for _, in := range incs {
+		k := key{in.Client, in.Node, in.Granted}
+		if i, ok := at[k]; ok {
+			out[i] = in
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, in)
+	}
+	return out
 }
