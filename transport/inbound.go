@@ -35,12 +35,61 @@ type inConn struct {
 	// mu orders a heartbeat answer written by the reader against the peer
 	// taking the connection over: only an unattached connection is
 	// answered, and from then on the peer's writer is the only one writing.
+	// It also orders the start of the reading against a newer connection
+	// from the same peer dropping this one (see resumeIn): reading says
+	// frames of it may have been handled, dropped that none will be.
 	mu       sync.Mutex
 	attached bool
+	reading  bool
+	dropped  chan struct{}
 }
 
 func newInConn(c net.Conn) *inConn {
-	return &inConn{conn: c, ended: make(chan error, 1), settled: make(chan struct{}), readDone: make(chan struct{})}
+	return &inConn{conn: c, ended: make(chan error, 1), settled: make(chan struct{}), readDone: make(chan struct{}),
+		dropped: make(chan struct{})}
+}
+
+// errDropped ends a connection that a newer one from the same peer
+// replaced before any of its frames was read.
+var errDropped = errors.New("transport: a newer connection from the peer replaced it before it was read")
+
+// startReading reports whether the connection may be read: not dropped.
+// From then on a newer connection waits for its reading to end.
+func (ic *inConn) startReading() bool {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	select {
+	case <-ic.dropped:
+		return false
+	default:
+	}
+	ic.reading = true
+	return true
+}
+
+// drop makes a connection whose reading has not started end without
+// reading, and reports whether it did; one being read is left to end.
+func (ic *inConn) drop() bool {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.reading {
+		return false
+	}
+	select {
+	case <-ic.dropped:
+	default:
+		close(ic.dropped)
+	}
+	return true
+}
+
+func (ic *inConn) isDropped() bool {
+	select {
+	case <-ic.dropped:
+		return true
+	default:
+		return false
+	}
 }
 
 func (ic *inConn) settle() { ic.settleOnce.Do(func() { close(ic.settled) }) }
@@ -88,7 +137,12 @@ func (l *Links) serveInbound(ic *inConn) {
 		select {
 		case <-ic.settled:
 		case <-p.ctx.Done():
+		case <-ic.dropped:
 		}
+	}
+	if !ic.startReading() {
+		ic.ended <- errDropped
+		return
 	}
 	err = l.read(r, remote)
 	ic.ended <- err
@@ -97,7 +151,12 @@ func (l *Links) serveInbound(ic *inConn) {
 // resumeIn readies the acceptor's side of a new connection from the
 // dialler's Hello h: older connections from the same node are closed and
 // their reading has ended (so that the count of what was handled is
-// final), and it returns the counter of the dialler's session.
+// final), and it returns the counter of the dialler's session. An older
+// connection whose reading has not started (offered to its peer, which has
+// not taken it yet) has handled nothing: it is dropped, not waited for.
+// Waiting for it would chain the handshakes: each new one waiting out the
+// previous one's, which the dialler has given up on, until it gives up on
+// the new one too (a restarted member that could not join for a minute).
 func (l *Links) resumeIn(ic *inConn, h *wire.Hello) *recvCounter {
 	l.mu.Lock()
 	var old []*inConn
@@ -111,6 +170,9 @@ func (l *Links) resumeIn(ic *inConn, h *wire.Hello) *recvCounter {
 	defer wait.Stop()
 	for _, c := range old {
 		_ = c.conn.Close()
+		if c.drop() {
+			continue
+		}
 		select {
 		case <-c.readDone:
 		case <-wait.C:

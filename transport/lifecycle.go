@@ -116,6 +116,7 @@ func (p *peer) runAccepting() {
 	var next *inConn
 	for served := false; ; {
 		ic := next
+		next = nil
 		if ic == nil {
 			select {
 			case ic = <-p.incoming:
@@ -130,6 +131,9 @@ func (p *peer) runAccepting() {
 			}
 		}
 		first.Stop()
+		if ic.isDropped() {
+			continue // a newer one from the peer follows
+		}
 		ic.attach()
 		err := p.up(ic)
 		ic.settle() // its reader may start: replies now go out on it

@@ -49,8 +49,11 @@ type belief struct {
 	begin    int  // Seq of the record that started the current interval
 	kind     Kind // and its kind
 	exact    bool // mode is the mode granted, not the meet of a pending or unknown conversion
-	permits  int  // of a semaphore of limit; zero for a lock
-	limit    int
+	// pending are the modes a pending or unknown conversion goes
+	// between (from, to) while exact is false: the lock is in one of them.
+	pending []modes.Mode
+	permits int // of a semaphore of limit; zero for a lock
+	limit   int
 }
 
 // beliefs follows, as the history is recorded, which locks each client
@@ -61,10 +64,21 @@ type beliefs struct {
 	closed []Interval
 	gen    int
 	locks  map[beliefKey]int // the latest Acquire of each client and resource, as Seq+1
+	// ended are the modes the lock of a client and resource may have been
+	// in when the client's belief in it ended (a Lost or a freeze does
+	// not end the lock itself: a frozen process wakes and converts it).
+	ended map[beliefKey]endedLock
+}
+
+// endedLock is the lock a belief was about when it ended, and the modes it
+// may have been in then.
+type endedLock struct {
+	lock  int
+	modes []modes.Mode
 }
 
 func newBeliefs() beliefs {
-	return beliefs{open: make(map[beliefKey]*belief), locks: make(map[beliefKey]int)}
+	return beliefs{open: make(map[beliefKey]*belief), locks: make(map[beliefKey]int), ended: make(map[beliefKey]endedLock)}
 }
 
 // lockCall names the lock r is about: a new one for an Acquire, else the
@@ -96,9 +110,17 @@ func (bs *beliefs) acquireCall(h *History, r *Record) {
 func (bs *beliefs) convertCall(r *Record) {
 	b := bs.open[keyOf(r)]
 	if b == nil {
+		if e, ok := bs.ended[keyOf(r)]; ok && e.lock == r.lock {
+			r.endedIn = e.modes
+		}
 		return
 	}
 	r.Held, r.From, r.gen, r.fromExact = true, b.mode, b.gen, b.exact
+	if b.exact {
+		b.pending = []modes.Mode{b.mode, r.Mode}
+	} else {
+		b.pending = append(b.pending, r.Mode)
+	}
 	if r.Mode.Valid() {
 		bs.switchTo(b, meet(b.mode, r.Mode), b.token, r.Call, r.callOrd, r.Seq, r.Kind)
 	}
@@ -112,7 +134,7 @@ func (bs *beliefs) granted(h *History, r *Record) {
 	b := bs.open[k]
 	if b != nil && r.Kind == Convert && b.gen == r.gen {
 		bs.switchTo(b, r.Granted, r.Token, r.Return, r.retOrd, r.Seq, r.Kind)
-		b.exact = true
+		b.exact, b.pending = true, nil
 		return
 	}
 	if b != nil {
@@ -141,6 +163,9 @@ func (bs *beliefs) failed(r *Record) {
 	if b := bs.open[keyOf(r)]; b != nil && b.gen == r.gen {
 		bs.switchTo(b, r.From, b.token, r.Return, r.retOrd, r.Seq, r.Kind)
 		b.exact = r.fromExact
+		if b.exact {
+			b.pending = nil
+		}
 		return
 	}
 	r.lostDuring = true
@@ -183,7 +208,13 @@ func (bs *beliefs) switchTo(b *belief, mode modes.Mode, token uint64, t time.Dur
 
 func (bs *beliefs) close(b *belief, t time.Duration, ord, seq int, why string) {
 	bs.closed = append(bs.closed, b.interval(t, ord, seq, why))
-	delete(bs.open, beliefKey{b.client, b.resource})
+	k := beliefKey{b.client, b.resource}
+	in := []modes.Mode{b.mode}
+	if !b.exact && len(b.pending) > 0 {
+		in = b.pending
+	}
+	bs.ended[k] = endedLock{lock: bs.locks[k], modes: in}
+	delete(bs.open, k)
 }
 
 func (b *belief) interval(end time.Duration, ord, seq int, why string) Interval {

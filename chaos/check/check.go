@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -354,9 +355,8 @@ func (m opMeta) String() string { return m.text }
 // on it; semaphores (sems) have their own model.
 func (c *checker) lockModels(sems map[string]bool) {
 	type part struct {
-		ops     []porcupine.Operation
-		clients map[int]int // client id -> model index
-		exOnly  bool
+		recs   []modelRecord
+		exOnly bool
 	}
 	parts := make(map[string]*part)
 	var order []string
@@ -367,54 +367,118 @@ func (c *checker) lockModels(sems map[string]bool) {
 		}
 		p := parts[r.Resource]
 		if p == nil {
-			p = &part{clients: make(map[int]int), exOnly: true}
+			p = &part{exOnly: true}
 			parts[r.Resource] = p
 			order = append(order, r.Resource)
-		}
-		idx, ok := p.clients[r.Client]
-		if !ok {
-			idx = len(p.clients)
-			p.clients[r.Client] = idx
 		}
 		if r.Kind == Convert || (r.Kind == Acquire && (r.Mode != modes.EX || (r.Outcome == OK && r.Granted != modes.EX))) {
 			p.exOnly = false
 		}
-		if m.skip {
-			continue
+		if !m.skip {
+			p.recs = append(p.recs, m)
 		}
-		p.ops = append(p.ops, porcupine.Operation{
-			ClientId: idx,
-			Input: LockInput{Resource: r.Resource, Client: idx, Kind: m.kind, Mode: r.Mode,
-				From: r.From, CheckFrom: m.kind == Convert && r.Held && r.fromExact, Lock: r.lock},
-			Call:     int64(r.Call),
-			Output:   LockOutput{Outcome: m.out, Mode: r.Granted},
-			Return:   int64(m.ret),
-			Metadata: opMeta{seq: r.Seq, text: r.summary()},
-		})
 	}
 	slices.Sort(order)
 	for _, res := range order {
 		p := parts[res]
-		if n := len(p.clients); n > MaxClients {
+		slot, n := modelSlots(p.recs)
+		if n > MaxClients {
 			for _, ch := range []Checks{CheckModesModel, CheckMutexModel} {
 				if c.opts.Checks&ch != 0 {
 					c.res.Inconclusive = append(c.res.Inconclusive, Inconclusive{Check: ch, Resource: res,
-						Reason: fmt.Sprintf("%d clients; the lock models handle at most %d per resource", n, MaxClients)})
+						Reason: fmt.Sprintf("%d clients at once; the lock models handle at most %d per resource", n, MaxClients)})
 				}
 			}
 			continue
 		}
+		ops := make([]porcupine.Operation, 0, len(p.recs))
+		for _, m := range p.recs {
+			r := m.r
+			idx := slot[r.Client]
+			ops = append(ops, porcupine.Operation{
+				ClientId: idx,
+				Input: LockInput{Resource: r.Resource, Client: idx, Kind: m.kind, Mode: r.Mode,
+					From: r.From, CheckFrom: m.kind == Convert && r.Held && r.fromExact, Lock: r.lock},
+				Call:     int64(r.Call),
+				Output:   LockOutput{Outcome: m.out, Mode: r.Granted},
+				Return:   int64(m.ret),
+				Metadata: opMeta{seq: r.Seq, text: r.summary()},
+			})
+		}
 		if c.opts.Checks&CheckModesModel != 0 {
-			c.runModel(CheckModesModel, "modes", ModesModel(), res, p.ops)
+			c.runModel(CheckModesModel, "modes", ModesModel(), res, ops)
 		}
 		if c.opts.Checks&CheckMutexModel != 0 {
 			if p.exOnly {
-				c.runModel(CheckMutexModel, "mutex", MutexModel(), res, p.ops)
+				c.runModel(CheckMutexModel, "mutex", MutexModel(), res, ops)
 			} else {
 				c.res.Skipped = append(c.res.Skipped, fmt.Sprintf("mutex model: resource %q has modes other than EX or conversions", res))
 			}
 		}
 	}
+}
+
+// modelSlots gives each client of one resource's model records (in call
+// order) a model client index, and returns how many indexes it used.
+//
+// A client whose operations all returned, the last of them a release that
+// leaves it holding nothing in every state (a Release that returned OK, or
+// a Lost) after every other one returned, is done with the resource from
+// that return on: any legal order places all its operations before those
+// of a client whose first call comes later, and leaves its index holding
+// nothing, as a new client's is. Such a later client shares the index, so
+// that the models' MaxClients bounds the clients active at once, not all
+// the clients a long run had (each witness of a holder nemesis is a new
+// one). A client with an operation of unknown outcome is never done.
+func modelSlots(recs []modelRecord) (map[int]int, int) {
+	type span struct {
+		client      int
+		first, done time.Duration // done: Infinity if never
+		last        *modelRecord
+		others      time.Duration // the latest return before last
+		lock        int           // the lock of its latest Acquire
+	}
+	spans := make(map[int]*span)
+	var clients []*span
+	for i := range recs {
+		m := &recs[i]
+		sp := spans[m.r.Client]
+		if sp == nil {
+			sp = &span{client: m.r.Client, first: m.r.Call, others: -1}
+			spans[m.r.Client] = sp
+			clients = append(clients, sp)
+		}
+		if sp.last != nil {
+			sp.others = max(sp.others, sp.last.ret)
+		}
+		sp.last = m
+		if m.kind == Acquire {
+			sp.lock = m.r.lock
+		}
+	}
+	for _, sp := range clients {
+		l := sp.last
+		// It ends the lock its latest Acquire made, which could be
+		// granted only while it held nothing else.
+		frees := (l.kind == Release || l.kind == Lost) && l.out == OK && l.r.lock == sp.lock && sp.lock != 0
+		sp.done = Infinity
+		if frees && l.ret != Infinity && sp.others < l.r.Call {
+			sp.done = l.ret
+		}
+	}
+	slices.SortStableFunc(clients, func(a, b *span) int { return cmp.Compare(a.first, b.first) })
+	slot := make(map[int]int, len(clients))
+	var freeAt []time.Duration // per index: when its last client was done
+	for _, sp := range clients {
+		idx := slices.IndexFunc(freeAt, func(t time.Duration) bool { return t < sp.first })
+		if idx < 0 {
+			idx = len(freeAt)
+			freeAt = append(freeAt, 0)
+		}
+		freeAt[idx] = sp.done
+		slot[sp.client] = idx
+	}
+	return slot, len(freeAt)
 }
 
 // registerModel builds each store key's history and runs RegisterModel.

@@ -26,7 +26,10 @@ type Increment struct {
 	Valid bool  `json:"valid"`
 	Empty bool  `json:"empty,omitempty"`
 	// Outcome of the write-back: OK (acknowledged), Fail (definitely not
-	// written: the lock was gone first), Unknown (the answer never came).
+	// written: the lock was gone first), Unknown (the answer never came),
+	// Pending (not known yet: an increment is recorded as Pending before
+	// its write-back, and again with its outcome, which replaces it; one
+	// left Pending counts as Unknown).
 	Outcome Outcome `json:"outcome"`
 }
 
@@ -84,8 +87,10 @@ func CheckCounter(incs []Increment, final *CounterRead) CounterResult {
 // if at some moment since the read before it no client believed it held
 // a lock on the resource (every lock may have gone, and the resource with
 // it). With locks believed held all along, an empty read is a lost update.
+// An increment recorded more than once (Pending, then its outcome)
+// counts once, as its last record says.
 func CheckCounterHeld(incs []Increment, final *CounterRead, held []Interval) CounterResult {
-	incs = slices.Clone(incs)
+	incs = latest(incs)
 	slices.SortStableFunc(incs, func(a, b Increment) int { return cmp.Compare(a.Granted, b.Granted) })
 	var res CounterResult
 	res.Final = final
@@ -164,4 +169,26 @@ func uncovered(intervals []Interval, from, to time.Duration) bool {
 		}
 	}
 	return covered < to
+}
+
+// latest returns incs with each increment (a client, node and grant time)
+// once: its last record, which replaces a Pending one.
+func latest(incs []Increment) []Increment {
+	type key struct {
+		client  int
+		node    string
+		granted time.Duration
+	}
+	at := make(map[key]int, len(incs))
+	out := make([]Increment, 0, len(incs))
+	for _, in := range incs {
+		k := key{in.Client, in.Node, in.Granted}
+		if i, ok := at[k]; ok {
+			out[i] = in
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, in)
+	}
+	return out
 }

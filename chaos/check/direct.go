@@ -60,7 +60,10 @@ func overlapViolation(a, b Interval) Violation {
 // isGrant reports whether r handed out a new fencing token: a granted
 // Acquire (not a share of its node's grant), or a granted up- or middle
 // conversion (a down-conversion keeps its token). A granted Convert of a
-// lock the client did not believe it held counts as a grant.
+// lock the client no longer believed it held (after a Lost or a freeze of
+// its process, which end the belief but not the lock) is a grant unless
+// it is a down-conversion from a mode the lock may have been in when the
+// belief ended; one of a lock with no such past counts as a grant.
 func isGrant(r *Record) bool {
 	if r.Outcome != OK || r.Shared {
 		return false
@@ -69,7 +72,15 @@ func isGrant(r *Record) bool {
 	case Acquire:
 		return true
 	case Convert:
-		return !r.Held || modes.IsUp(r.From, r.Granted)
+		if r.Held {
+			return modes.IsUp(r.From, r.Granted)
+		}
+		for _, m := range r.endedIn {
+			if !modes.IsUp(m, r.Granted) {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }

@@ -210,6 +210,59 @@ func TestTokens(t *testing.T) {
 		h.Acquire(2, "n2", "r", modes.EX).Granted(modes.EX, 5)
 		wantViolations(t, only(CheckOverlap, h), 1, "client 1", "client 2")
 	})
+	// The long run of 2026-12-01 at 27m41s: a worker frozen while it
+	// held mix/0 in CR woke and converted down to NL, keeping its token,
+	// after another client had been granted a newer one. The freeze ended
+	// the client's belief, not its lock: a down-conversion is no grant.
+	t.Run("a down-conversion after a freeze keeps its token", func(t *testing.T) {
+		h, clk := newManual()
+		h.Acquire(1, "w2", "r", modes.CR).Granted(modes.CR, 5)
+		clk.at(s)
+		h.Freeze("w2")
+		clk.at(2 * s)
+		h.Acquire(2, "w1", "r", modes.CR).Granted(modes.CR, 7)
+		clk.at(3 * s)
+		h.Convert(1, "w2", "r", modes.NL).Granted(modes.NL, 5)
+		wantViolations(t, only(CheckTokens, h), 0)
+	})
+	// The same shape as the long run's real bug at 8m13s (a woken member
+	// granted an up-conversion from its stale table): an up-conversion
+	// after a freeze needs a new token, and an old one is caught.
+	t.Run("an up-conversion after a freeze needs a new token", func(t *testing.T) {
+		h, clk := newManual()
+		h.Acquire(1, "w1", "r", modes.CR).Granted(modes.CR, 5)
+		clk.at(s)
+		h.Freeze("w1")
+		clk.at(2 * s)
+		h.Acquire(2, "w2", "r", modes.CR).Granted(modes.CR, 7)
+		clk.at(3 * s)
+		h.Convert(1, "w1", "r", modes.EX).Granted(modes.EX, 5)
+		wantViolations(t, only(CheckTokens, h), 2, "5") // went back from 7, and granted twice
+	})
+	// A conversion in flight at the freeze leaves the lock in either
+	// mode: PR afterwards is up from CR but down from EX, so it may keep
+	// its token; EX after that is up from PR, a grant.
+	t.Run("a conversion pending at the freeze leaves either mode", func(t *testing.T) {
+		h, clk := newManual()
+		h.Acquire(1, "w1", "r", modes.CR).Granted(modes.CR, 5)
+		h.Convert(1, "w1", "r", modes.EX) // in flight at the freeze
+		clk.at(s)
+		h.Freeze("w1")
+		clk.at(2 * s)
+		h.Acquire(2, "w2", "r", modes.NL).Granted(modes.NL, 7)
+		clk.at(3 * s)
+		h.Convert(1, "w1", "r", modes.PR).Granted(modes.PR, 5) // may be down from EX
+		wantViolations(t, only(CheckTokens, h), 0)
+		h.Convert(1, "w1", "r", modes.EX).Granted(modes.EX, 6) // up from PR: a grant, below 7
+		wantViolations(t, only(CheckTokens, h), 1, "token went back from 7 to 6")
+	})
+	t.Run("a conversion of a lock with no past is a grant", func(t *testing.T) {
+		h, clk := newManual()
+		h.Acquire(2, "w2", "r", modes.CR).Granted(modes.CR, 7)
+		clk.at(s)
+		h.Convert(1, "w1", "r", modes.NL).Granted(modes.NL, 5)
+		wantViolations(t, only(CheckTokens, h), 1, "token went back from 7 to 5")
+	})
 	t.Run("unknown grants have no token", func(t *testing.T) {
 		h, clk := newManual()
 		h.Acquire(1, "n1", "r", modes.EX).Unknown()

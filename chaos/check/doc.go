@@ -151,8 +151,10 @@
 // fake clock stands still while porcupine computes, so there only MaxSteps
 // bounds it. A model that runs out is inconclusive, which fails the check
 // unless Options.AllowInconclusive says otherwise. The lock models hold
-// at most MaxClients (32) clients per resource; a resource with more is
-// inconclusive. Histories with many concurrent Unknown operations on one
+// at most MaxClients (32) clients per resource at once; a client done with
+// a resource (all its operations returned, the last a release) leaves its
+// place to clients called after that, and a resource with more clients at
+// once is inconclusive. Histories with many concurrent Unknown operations on one
 // resource are the expensive ones; before porcupine runs, Check leaves out
 // what cannot change its verdict (failed acquires, Unknown acquires that
 // nothing later relies on) and lets releases of unknown outcome take effect

@@ -51,13 +51,20 @@ func CheckElection(h *History, resource string, obs []Observation) ElectionResul
 	}
 	var terms []term
 	byToken := make(map[uint64]term)
-	// Campaigns of unknown outcome may have won, with a token nobody
-	// recorded: a token no known campaign won is a phantom only if no
-	// such campaign had been called before the read returned.
+	// Campaigns of unknown outcome may have won. One whose grant came
+	// back after its node's crash or freeze had made it Unknown won with
+	// the token of that late grant; one that never came back may have won
+	// with a token nobody recorded: a token no campaign won is a phantom
+	// only if no such campaign had been called before the read returned.
 	var unknown []time.Duration
+	late := make(map[uint64]time.Duration)
 	for _, r := range h.Records() {
 		if r.Kind == Acquire && r.Resource == resource && r.Outcome == Unknown && !r.Shared {
-			unknown = append(unknown, r.Call)
+			if t := r.late; t != 0 {
+				late[t] = r.Call
+			} else {
+				unknown = append(unknown, r.Call)
+			}
 		}
 		if r.Kind == Acquire && r.Resource == resource && r.Outcome == OK && !r.Shared {
 			t := term{token: r.Token, call: r.Call, ret: r.Return, client: r.Client, node: r.Node}
@@ -76,7 +83,11 @@ func CheckElection(h *History, resource string, obs []Observation) ElectionResul
 		}
 		who := fmt.Sprintf("reader %d on %s, [%s, %s]", o.Client, o.Node, fmtTime(o.Call), fmtTime(o.Return))
 		t, ok := byToken[o.Token]
+		lateCall, wonLate := late[o.Token]
 		switch {
+		case !ok && wonLate && lateCall < o.Return:
+			// The winner of a campaign whose node froze or died before
+			// the grant came back.
 		case !ok && slices.ContainsFunc(unknown, func(c time.Duration) bool { return c < o.Return }):
 			// The winner of a campaign whose answer was lost.
 		case !ok:

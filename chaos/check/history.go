@@ -126,6 +126,13 @@ type Record struct {
 	// own Seq+1, and for later operations of the client on the resource,
 	// that of its latest Acquire.
 	lock int
+	// late is the token of a grant that came back after the crash or
+	// freeze of its node had made the call Unknown: void for the lock
+	// checks, but what the node may have acted on when it woke.
+	late uint64
+	// endedIn, for a Convert of a lock the client's belief in had ended
+	// (a Lost, a freeze), are the modes the lock may have been in then.
+	endedIn []modes.Mode
 	// lostDuring marks a Convert that failed after the lock was lost
 	// while it was in flight: the models take it as Unknown.
 	lostDuring bool
@@ -520,6 +527,9 @@ func (o *Op) granted(mode modes.Mode, token uint64, op string) {
 		h.misuse("%s: granted an invalid mode %v", h.recs[o.i].describe(), mode)
 	}
 	if !h.resolve(o.i, OK, nil, "granted") {
+		if r := &h.recs[o.i]; r.Outcome == Unknown && r.Err == errCrashed {
+			r.late = token
+		}
 		return
 	}
 	r := &h.recs[o.i]

@@ -113,7 +113,11 @@ func (h *History) logResolve(op string, i int, mode modes.Mode, err string) {
 	if t == Infinity {
 		t = h.last
 	}
-	e := JournalEntry{T: int64(t), Op: op, ID: i, Err: err, Token: r.Token, Value: r.Value}
+	tok := r.Token
+	if tok == 0 {
+		tok = r.late // a grant that came back after its node's crash
+	}
+	e := JournalEntry{T: int64(t), Op: op, ID: i, Err: err, Token: tok, Value: r.Value}
 	if op == "granted" || op == "shared" {
 		e.Mode = mode.String()
 	}

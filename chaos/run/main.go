@@ -101,7 +101,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.network, "network", "auto", "network namespaces: auto (when root), on (fail without), off")
 	fs.BoolVar(&o.control, "control", false, "the control experiment: agents run with their lock-delay off (an unsafe setting only the harness uses); the checkers must report violations")
 	fs.DurationVar(&o.settle, "settle", 6*time.Second, "the recovery after each fault or heal left out of the settled availability")
-	fs.StringVar(&o.pace, "pace", "normal", "the schedule's pace: normal (2-4 s quiet after each heal, partitions of 4-10 s), fast (1-2 s quiet, partitions of 2-5 s: more faults an hour) or calm (10-20 s quiet, partitions of 8-25 s: long settled stretches, for availability)")
+	fs.StringVar(&o.pace, "pace", "normal", "the schedule's pace: normal (2-4 s quiet after each heal, partitions of 4-10 s), fast (1-2 s quiet, partitions of 2-5 s: more faults an hour), rapid (0.5-1 s quiet, partitions of 1.5-3 s: about 1,000 faults an hour with every nemesis) or calm (10-20 s quiet, partitions of 8-25 s: long settled stretches, for availability)")
 	fs.DurationVar(&o.lease, "lease", 0, "the members' quorum lease (dlmnode agent --lease); pauses and long holds scale with it (default 1.5s, the agents' own; 6s with -control)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go -C chaos/run run . [flags]\n\nflags:\n")
@@ -133,8 +133,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-rounds %d: want 1..1000", o.rounds)
 	case o.duration < 0 || o.duration > 24*time.Hour:
 		return o, fmt.Errorf("-duration %v: want 0..24h", o.duration)
-	case o.pace != "normal" && o.pace != "fast" && o.pace != "calm":
-		return o, fmt.Errorf("-pace %q: want normal, fast or calm", o.pace)
+	case o.pace != "normal" && o.pace != "fast" && o.pace != "rapid" && o.pace != "calm":
+		return o, fmt.Errorf("-pace %q: want normal, fast, rapid or calm", o.pace)
 	case o.network != "auto" && o.network != "on" && o.network != "off":
 		return o, fmt.Errorf("-network %q: want auto, on or off", o.network)
 	}
@@ -509,14 +509,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 
 	// Warm up, then the schedule.
 	sleepCtx(ctx, 2*time.Second)
-	tm := nemesis.DefaultTiming()
-	tm.Lease = o.lease
-	switch o.pace {
-	case "fast":
-		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = time.Second, 2*time.Second, 2*time.Second, 5*time.Second
-	case "calm":
-		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = 10*time.Second, 20*time.Second, 8*time.Second, 25*time.Second
-	}
+	tm := paceTiming(o.pace, o.lease)
 	steps := nemesis.Schedule(o.seed, kinds, o.duration, o.rounds, tm)
 	var events []nemesis.Event
 	var exits []string // processes that exited on their own
@@ -757,4 +750,19 @@ func (s *syncWriter) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_ = s.w.Flush()
+}
+
+// paceTiming is the schedule's timing for a -pace.
+func paceTiming(pace string, lease time.Duration) nemesis.Timing {
+	tm := nemesis.DefaultTiming()
+	tm.Lease = lease
+	switch pace {
+	case "fast":
+		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = time.Second, 2*time.Second, 2*time.Second, 5*time.Second
+	case "rapid":
+		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = 500*time.Millisecond, time.Second, 1500*time.Millisecond, 3*time.Second
+	case "calm":
+		tm.QuietMin, tm.QuietMax, tm.PartitionMin, tm.PartitionMax = 10*time.Second, 20*time.Second, 8*time.Second, 25*time.Second
+	}
+	return tm
 }

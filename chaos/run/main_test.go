@@ -24,6 +24,21 @@ func TestBadFlagsExit2WithOneLine(t *testing.T) {
 	}
 }
 
+// TestRapidPaceStrikesAThousandAnHour: the rapid schedule's holds and
+// quiets of 65 minutes add up to well over 1,000 faults of every nemesis,
+// leaving room for what each strike costs on top (about 0.8 s here: the
+// restart of what is down, the search for a holder).
+func TestRapidPaceStrikesAThousandAnHour(t *testing.T) {
+	steps := nemesis.Schedule(2027, nemesis.All(), 65*time.Minute, 1, paceTiming("rapid", 1500*time.Millisecond))
+	if len(steps) < 1300 {
+		t.Fatalf("%d steps in 65 minutes", len(steps))
+	}
+	fast := nemesis.Schedule(2027, nemesis.All(), 65*time.Minute, 1, paceTiming("fast", 1500*time.Millisecond))
+	if len(fast) >= len(steps) {
+		t.Fatalf("rapid (%d steps) no faster than fast (%d)", len(steps), len(fast))
+	}
+}
+
 func TestMajorityAndWindows(t *testing.T) {
 	up := []bool{true, true, true, true, true}
 	if !majority(up, netlab.Faults{}, 1) || majority(up, netlab.Ring([]int{0, 1, 2, 3, 4}), 0) {

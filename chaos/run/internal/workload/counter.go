@@ -61,6 +61,10 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 	if err := lk.SetValue(binary.BigEndian.AppendUint64(nil, uint64(read+1))); err != nil {
 		inc.Outcome = check.Fail
 	} else {
+		// Recorded before the write-back may happen, as pending: a
+		// process killed before its answer leaves this read, and an
+		// increment that may have been written, in its results.
+		r.addIncrement(inc)
 		down := r.h.Convert(c.id, c.svc.Node, CounterRes, modes.NL)
 		// A down-conversion does not wait for others, but its answer
 		// waits for the master, which has the value by then. Its own
