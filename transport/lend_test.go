@@ -307,6 +307,9 @@ func TestLentReadingManyWaiters(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// The reader gives the reading back once nobody waits: at its next
+	// read's end, which the test waits for rather than races.
+	waitFor(t, func() bool { return !transport.HelperReads(a.links, "b") })
 	before := counter(t, a.reg, lentMetric)
 	const alone = 100
 	for i := range alone {
