@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -564,63 +565,24 @@ func TestAgentTokenProcess(t *testing.T) {
 
 // TestClusterCommand: dlmnode cluster starts three agents, prints their
 // admin URLs and client ports (each lends a lock to dlmnode lock), and
-// stops them all on SIGINT (each leaves cleanly).
+// stops them all on SIGINT (each leaves cleanly). A member added while it
+// runs is still a member when it starts again on the same directory.
 func TestClusterCommand(t *testing.T) {
 	bin := dlmnodeBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "cluster", "--dir", t.TempDir())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	c := startClusterCommand(ctx, t, bin, "--dir", dir)
+	if !strings.Contains(c.out, "dlmnode status --admin "+c.rows[0].admin+" --cluster") || !strings.Contains(c.out, "dlmnode members --admin "+c.rows[0].admin) {
+		t.Fatalf("output:\n%s", c.out)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	row := regexp.MustCompile(`^(node\d)\s+(\d+)\s+(http://127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)$`)
-	type agentRow struct {
-		name, admin, client string
-		pid                 int
-	}
-	var rows []agentRow
-	lines := make(chan string)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-		close(lines)
-	}()
-	var out strings.Builder
-	for done := false; !done; {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("dlmnode cluster ended early:\n%s\nstderr:\n%s", out.String(), stderr.String())
-			}
-			out.WriteString(line + "\n")
-			if m := row.FindStringSubmatch(line); m != nil {
-				pid, _ := strconv.Atoi(m[2])
-				rows = append(rows, agentRow{m[1], m[3], m[4], pid})
-			}
-			done = strings.Contains(line, "Ctrl-C stops them all")
-		case <-ctx.Done():
-			t.Fatalf("dlmnode cluster printed no addresses in time:\n%s", out.String())
-		}
-	}
-	if len(rows) != 3 || !strings.Contains(out.String(), "dlmnode status --admin "+rows[0].admin+" --cluster") {
-		t.Fatalf("output:\n%s", out.String())
-	}
-	for _, r := range rows {
+	for _, r := range c.rows {
 		if code, err := httpStatus(ctx, r.admin+"/readyz"); err != nil || code != http.StatusOK {
 			t.Errorf("%s /readyz: %d %v", r.name, code, err)
 		}
 	}
 	var cs agent.ClusterStatus
-	getJSON(t, rows[1].admin+"/v1/status?cluster=true", &cs)
+	getJSON(t, c.rows[1].admin+"/v1/status?cluster=true", &cs)
 	if len(cs.Nodes) != 3 {
 		t.Fatalf("cluster status: %+v", cs)
 	}
@@ -630,26 +592,115 @@ func TestClusterCommand(t *testing.T) {
 		}
 	}
 	// Each agent's client port, as printed, takes locks from a shell.
-	for _, r := range rows {
+	for _, r := range c.rows {
 		out := runDlmnode(t, 0, "lock", "--addr", r.client, "cluster-test", "--", "sh", "-c", `echo "token=$DLM_TOKEN"`)
 		if !strings.Contains(out, "token=") || strings.Contains(out, "token=\n") {
 			t.Errorf("dlmnode lock through %s: %q", r.client, out)
 		}
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+	runDlmnode(t, 0, "members", "--admin", c.rows[1].admin, "add", "node4")
+	c.stop(t)
+
+	// Started again with a fourth agent on the same directory, the
+	// agents run the member set of the change, not their flags' first
+	// one.
+	c = startClusterCommand(ctx, t, bin, "--dir", dir, "--nodes", "4")
+	var m agent.Membership
+	getJSON(t, c.rows[3].admin+"/v1/members", &m)
+	if m.Config.Version < 2 || !slices.Equal(m.Config.Members, []string{"node1", "node2", "node3", "node4"}) {
+		t.Errorf("after the restart: %+v", m.Config)
+	}
+	for _, r := range c.rows {
+		if _, err := os.Stat(filepath.Join(dir, "data", r.name)); err != nil {
+			t.Errorf("%s's data directory: %v", r.name, err)
+		}
+	}
+	c.stop(t)
+}
+
+// clusterCommand is a running "dlmnode cluster" and what it printed.
+type clusterCommand struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	stderr *bytes.Buffer
+	out    string
+	rows   []clusterRow
+}
+
+type clusterRow struct {
+	name, admin, client string
+	pid                 int
+}
+
+// startClusterCommand runs "dlmnode cluster ARGS..." and reads its table
+// of agents; the test's cleanup kills it if the test does not stop it.
+func startClusterCommand(ctx context.Context, t *testing.T, bin string, args ...string) *clusterCommand {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"cluster"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clusterCommand{cmd: cmd, lines: make(chan string), stderr: new(bytes.Buffer)}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	row := regexp.MustCompile(`^(node\d)\s+(\d+)\s+(http://127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)$`)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			c.lines <- s.Text()
+		}
+		close(c.lines)
+	}()
+	var out strings.Builder
+	for done := false; !done; {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("dlmnode cluster ended early:\n%s\nstderr:\n%s", out.String(), c.stderr.String())
+			}
+			out.WriteString(line + "\n")
+			if m := row.FindStringSubmatch(line); m != nil {
+				pid, _ := strconv.Atoi(m[2])
+				c.rows = append(c.rows, clusterRow{m[1], m[3], m[4], pid})
+			}
+			done = strings.Contains(line, "Ctrl-C stops them all")
+		case <-ctx.Done():
+			t.Fatalf("dlmnode cluster printed no addresses in time:\n%s", out.String())
+		}
+	}
+	c.out = out.String()
+	if len(c.rows) < 3 {
+		t.Fatalf("output:\n%s", c.out)
+	}
+	return c
+}
+
+// stop interrupts the command and checks that it stopped every agent.
+func (c *clusterCommand) stop(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	var rest strings.Builder
-	for line := range lines {
+	for line := range c.lines {
 		rest.WriteString(line + "\n")
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("dlmnode cluster after SIGINT: %v\n%s\nstderr:\n%s", err, rest.String(), stderr.String())
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("dlmnode cluster after SIGINT: %v\n%s\nstderr:\n%s", err, rest.String(), c.stderr.String())
 	}
 	if !strings.Contains(rest.String(), "stopped") {
 		t.Errorf("after SIGINT:\n%s", rest.String())
 	}
-	for _, r := range rows {
+	for _, r := range c.rows {
 		if err := syscall.Kill(r.pid, 0); err != syscall.ESRCH {
 			t.Errorf("agent %s (pid %d) still exists after the cluster stopped: %v", r.name, r.pid, err)
 			_ = syscall.Kill(r.pid, syscall.SIGKILL)

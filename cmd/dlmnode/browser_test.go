@@ -116,10 +116,21 @@ func waitRefreshed(t *testing.T, bctx context.Context) {
 	}
 }
 
+// elementText is the rendered text of the element with the given id,
+// without surrounding space.
+func elementText(t *testing.T, bctx context.Context, id string) string {
+	t.Helper()
+	s, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID(id)))
+	if err != nil {
+		t.Fatalf("#%s: %v", id, err)
+	}
+	return strings.TrimSpace(s)
+}
+
 // checkPageInBrowser opens an agent's page in headless Chromium and checks
 // the rendered DOM after the page has refreshed itself at least once:
-// every member listed, the epoch, and the held lock on resource with its
-// token; and that the console logged no error.
+// the header's cluster name, every member listed, the epoch, and the held
+// lock on resource with its token; and that the console logged no error.
 func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch uint64, resource string, token uint64) {
 	bctx, consoleErrors := browser(t)
 	err := chromedp.Do(bctx,
@@ -130,14 +141,7 @@ func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch u
 		t.Fatalf("browser: %v", err)
 	}
 	waitRefreshed(t, bctx)
-	text := func(id string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID(id)))
-		if err != nil {
-			t.Fatalf("#%s: %v", id, err)
-		}
-		return s
-	}
+	text := func(id string) string { return elementText(t, bctx, id) }
 	membersText, epochText, stateText, locksText := text("members"), text("epoch"), text("state"), text("locks")
 	refreshes, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS("body"), "data-refreshes"))
 	if err != nil {
@@ -156,6 +160,9 @@ func checkPageInBrowser(t *testing.T, adminURL string, members []string, epoch u
 		if !strings.Contains(membersText, m) {
 			t.Errorf("the rendered members table lacks %s:\n%s", m, membersText)
 		}
+	}
+	if got := text("cluster-id"); got != "dlm" {
+		t.Errorf("the header names cluster %q, want dlm", got)
 	}
 	if strings.TrimSpace(epochText) != fmt.Sprint(epoch) {
 		t.Errorf("the page shows epoch %q, want %d", epochText, epoch)
@@ -191,14 +198,7 @@ func checkMembershipInBrowser(t *testing.T, adminURL, token, want string, member
 		t.Fatalf("browser: log in and open the page: %v", err)
 	}
 	waitRefreshed(t, bctx)
-	text := func(id string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID(id)))
-		if err != nil {
-			t.Fatalf("#%s: %v", id, err)
-		}
-		return strings.TrimSpace(s)
-	}
+	text := func(id string) string { return elementText(t, bctx, id) }
 	if got := text("membership"); got != want {
 		t.Errorf("the page's membership card says %q, want %q", got, want)
 	}

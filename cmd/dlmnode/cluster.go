@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -23,14 +24,15 @@ func clusterMain(args []string, stdout, stderr io.Writer) error {
 	var ready time.Duration
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	fs.IntVar(&nodes, "nodes", 3, "agents to start (node1..nodeN)")
-	fs.StringVar(&dir, "dir", "", "directory for the agents' logs (default: a new temporary directory, kept)")
+	fs.StringVar(&dir, "dir", "", "directory for the agents' logs and data directories (default: a new temporary directory, kept); started again on the same directory, the agents keep the member set that \"dlmnode members\" changed")
 	fs.DurationVar(&ready, "ready-timeout", time.Minute, "how long to wait for every agent to serve")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: dlmnode cluster [flags]
 
 Starts a local cluster of agent processes ("dlmnode agent") on loopback,
 with ports picked for them, waits until every one serves, and prints each
-agent's admin URL and addresses. Ctrl-C (or SIGTERM) stops them all: each
+agent's admin URL and addresses. Each agent keeps its data directory in
+DIR/data/NAME. Ctrl-C (or SIGTERM) stops them all: each
 releases its locks and leaves; a second Ctrl-C kills them at once.
 
 flags:
@@ -72,7 +74,10 @@ flags:
 	for i := range names {
 		names[i] = fmt.Sprintf("node%d", i+1)
 	}
-	c, err := startLocalCluster(ctx, bin, dir, clusterSpec{names: names, members: names})
+	spec := clusterSpec{names: names, members: names, extra: func(p *agentProc) []string {
+		return []string{"--data-dir", filepath.Join(dir, "data", p.name)}
+	}}
+	c, err := startLocalCluster(ctx, bin, dir, spec)
 	if err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
@@ -116,7 +121,7 @@ flags:
 }
 
 func printCluster(w io.Writer, c *localCluster, dir string) {
-	fmt.Fprintf(w, "dlmnode cluster: %d agents serving on loopback; logs in %s\n\n", len(c.procs), dir)
+	fmt.Fprintf(w, "dlmnode cluster: %d agents serving on loopback; logs and data in %s\n\n", len(c.procs), dir)
 	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(t, "NAME\tPID\tADMIN\tCLIENTS\tGOSSIP\tLINK")
 	var clients []string
@@ -131,6 +136,7 @@ Try:
   dlmnode status --admin %[1]s --cluster
   dlmnode lockdump --admin %[1]s --cluster
   dlmnode lock --addr %[2]s my-resource -- sh -c 'echo token $DLM_TOKEN'
+  dlmnode members --admin %[1]s
   a browser on %[1]s/
 Ctrl-C stops them all.
 `, first.AdminURL(), strings.Join(clients, ","))
