@@ -39,6 +39,7 @@ type Agent struct {
 	adminHTTP *http.Server
 	client    net.Listener             // nil: no client port
 	node      atomic.Pointer[dlm.Node] // nil until the node serves
+	ready     chan struct{}            // closed once node is set
 	gather    *gatherer
 	forward   *http.Client // passes membership changes on to the coordinator; bounded by each request's context
 }
@@ -88,7 +89,7 @@ func New(cfg Config, logOut io.Writer) (*Agent, error) {
 	if set.json {
 		h = slog.NewJSONHandler(logOut, opts)
 	}
-	a := &Agent{cfg: cfg, set: set, log: slog.New(h), reg: prometheus.NewRegistry()}
+	a := &Agent{cfg: cfg, set: set, log: slog.New(h), reg: prometheus.NewRegistry(), ready: make(chan struct{})}
 	// The process's own metrics belong to the process, so the agent
 	// registers them; the library registers only its own.
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -190,6 +191,10 @@ func (a *Agent) AdminAddr() string { return a.admin.Addr().String() }
 
 // Node returns the agent's node once it serves, nil before.
 func (a *Agent) Node() *dlm.Node { return a.node.Load() }
+
+// Ready is closed once the agent's node has joined the cluster and
+// serves (Node is then set); it stays open if Run returns before that.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
 // Run starts the admin server and the node, and runs until a signal: the
 // first SIGINT or SIGTERM leaves the cluster cleanly (releasing this
@@ -294,6 +299,7 @@ func (a *Agent) serve(ctx context.Context) error {
 		return err
 	}
 	a.node.Store(node)
+	close(a.ready)
 	st := node.Status()
 	a.log.Info("serving", "epoch", st.Epoch, "members", cfg.Members)
 	clients, clientDone, err := a.serveClients(node)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -93,8 +94,21 @@ func TestUntilSignals(t *testing.T) {
 // kernel picks, and waits until it serves.
 func runAgent(t *testing.T, extra ...string) (*Agent, func()) {
 	t.Helper()
-	args := append([]string{"--name", "solo", "--members", "solo",
-		"--gossip-addr", "127.0.0.1:0", "--link-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--client-addr", "127.0.0.1:0"}, extra...)
+	a, stop := startAgent(t, append([]string{"--name", "solo", "--members", "solo",
+		"--gossip-addr", "127.0.0.1:0", "--link-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--client-addr", "127.0.0.1:0"}, extra...))
+	select {
+	case <-a.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not serve within 30 s")
+	}
+	return a, stop
+}
+
+// startAgent starts an in-process agent with the flags args. Its stop
+// function sends SIGTERM and waits up to 30 s for Run to return; later
+// calls do nothing.
+func startAgent(t *testing.T, args []string) (*Agent, func()) {
+	t.Helper()
 	cfg, err := Parse(args, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -109,18 +123,19 @@ func runAgent(t *testing.T, extra ...string) (*Agent, func()) {
 	sigs := make(chan os.Signal, 1)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(sigs) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for a.Node() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("agent did not serve within 30 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var once sync.Once
 	return a, func() {
-		sigs <- syscall.SIGTERM
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		once.Do(func() {
+			sigs <- syscall.SIGTERM
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("%s: Run: %v", cfg.Name, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("%s did not stop within 30 s of SIGTERM", cfg.Name)
+			}
+		})
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -197,36 +196,7 @@ func runAgents(t *testing.T, names []string, extra ...string) ([]*Agent, []func(
 		args := append([]string{"--name", name, "--members", strings.Join(names, ","), "--seeds", strings.Join(seeds, ","),
 			"--gossip-addr", ps[i].gossip, "--link-addr", ps[i].link, "--admin-addr", ps[i].admin, "--client-addr", "",
 			"--lease", "1500ms", "--heartbeat", "250ms", "--data-dir", filepath.Join(t.TempDir(), name)}, extra...)
-		cfg, err := Parse(args, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := New(cfg, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Listen(); err != nil {
-			t.Fatal(err)
-		}
-		sigs := make(chan os.Signal, 1)
-		done := make(chan error, 1)
-		go func() { done <- a.Run(sigs) }()
-		stopped := false
-		agents[i], stops[i] = a, func() {
-			if stopped {
-				return
-			}
-			stopped = true
-			sigs <- syscall.SIGTERM
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("%s: Run: %v", name, err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("%s did not stop within 30 s of SIGTERM", name)
-			}
-		}
+		agents[i], stops[i] = startAgent(t, args)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, a := range agents {
