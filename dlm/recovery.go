@@ -79,7 +79,8 @@ type recoveryState struct {
 	masteries          map[uint64]map[string]*wire.Mastery // received, by epoch and member
 	arrived            chan struct{}                       // closed (and replaced) when a Mastery arrives
 	handoff            map[string]*spaceSnapshot           // resources given up, for their new masters, until a Resume
-	buf                *rebuildBuf                         // reports received for one epoch
+	bufs               []*rebuildBuf                       // reports received, one buffer per epoch, oldest first
+	bufFloor           uint64                              // reports of this epoch and older are stale: their buffers went
 	held               []parked                            // lock messages held back (see admit)
 	incoming           []parked                            // arrivals while held messages are replayed
 	deferred           []deferredUnlock                    // unlocks that wait for the end of a recovery
@@ -134,16 +135,44 @@ func (b *rebuildBuf) space(name string) *spaceReports {
 	return sp
 }
 
-// bufFor returns the buffer of epoch e, replacing one of an older epoch;
-// nil if e is older than the buffer's (a stale report).
+// bufFor returns the buffer of epoch e, made if there is none. Reports
+// for a view after the one being rebuilt get a buffer of their own: they
+// come from members that installed that view first, and neither set may
+// be lost (a rebuild without its view's reports would serve tables that
+// lack the reported locks, if its barrier completes before this node
+// learns of the next view).
 func (rs *recoveryState) bufFor(e uint64) *rebuildBuf {
-	if rs.buf == nil || rs.buf.epoch < e {
-		rs.buf = &rebuildBuf{epoch: e, spaces: map[string]*spaceReports{}}
-	}
-	if rs.buf.epoch != e {
+	if e <= rs.bufFloor {
 		return nil
 	}
-	return rs.buf
+	i, found := slices.BinarySearchFunc(rs.bufs, e, func(b *rebuildBuf, e uint64) int { return cmp.Compare(b.epoch, e) })
+	if !found {
+		rs.bufs = slices.Insert(rs.bufs, i, &rebuildBuf{epoch: e, spaces: map[string]*spaceReports{}})
+	}
+	return rs.bufs[i]
+}
+
+// takeBuf removes and returns the buffer of epoch e (an empty one if no
+// report came or the node forgot them), and drops those of older epochs,
+// whose views will not be rebuilt.
+func (rs *recoveryState) takeBuf(e uint64) *rebuildBuf {
+	buf := rs.bufFor(e)
+	if buf == nil {
+		buf = &rebuildBuf{epoch: e, spaces: map[string]*spaceReports{}}
+	}
+	rs.dropBufsLocked(e)
+	return buf
+}
+
+// dropBufsLocked forgets the reports of epoch e and older, and refuses
+// those that still come.
+func (rs *recoveryState) dropBufsLocked(e uint64) {
+	rs.bufFloor = max(rs.bufFloor, e)
+	i, found := slices.BinarySearchFunc(rs.bufs, e, func(b *rebuildBuf, e uint64) int { return cmp.Compare(b.epoch, e) })
+	if found {
+		i++
+	}
+	rs.bufs = slices.Delete(rs.bufs, 0, i)
 }
 
 type parked struct {
@@ -390,11 +419,8 @@ func (n *Node) dropLockState(why error) {
 // every one, or the locks they carry would be lost at their master while
 // their holders go on believing in them. Caller holds rs.mu.
 func (rs *recoveryState) forgetLocked(epoch uint64) {
-	buf := rs.buf
-	if buf != nil && buf.epoch <= epoch {
-		buf = nil
-	}
-	rs.mine, rs.handoff, rs.buf, rs.held, rs.incoming, rs.deferred = holdings{}, nil, buf, nil, nil, nil
+	rs.dropBufsLocked(epoch)
+	rs.mine, rs.handoff, rs.held, rs.incoming, rs.deferred = holdings{}, nil, nil, nil, nil
 }
 
 // resetShardLocked empties the shard's table (keeping its token counter's
@@ -769,8 +795,7 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 		hook(v.Epoch)
 	}
 	rs.mu.Lock()
-	buf := rs.bufFor(v.Epoch)
-	rs.buf = nil
+	buf := rs.takeBuf(v.Epoch)
 	base := rs.mine.base
 	rs.mu.Unlock()
 	purge := n.purgeSet(vw, base, p)

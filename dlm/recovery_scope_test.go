@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
 // The tests of what a recovery moves: only the buckets whose master
@@ -30,6 +31,17 @@ func (c *cluster) rebuiltLocks() float64 {
 		}
 	}
 	return sum
+}
+
+// bufLocked is the buffer of epoch e's reports, nil if there is none.
+// Caller holds rs.mu.
+func (rs *recoveryState) bufLocked(e uint64) *rebuildBuf {
+	for _, b := range rs.bufs {
+		if b.epoch == e {
+			return b
+		}
+	}
+	return nil
 }
 
 // holdRebuild makes node i's next recovery wait before its rebuild (after
@@ -374,5 +386,40 @@ func TestGateClosesOnlyWhatMoves(t *testing.T) {
 			}
 			<-joined
 		})
+	})
+}
+
+// TestRebuildKeepsItsReportsWhenTheNextViewReportsFirst: a report for the
+// next view, from a member that installed it first, comes in after this
+// view's barrier and before its rebuild. The rebuild still restores the
+// locks reported for its own view: the held EX lock on the moved resource
+// keeps out another node's try, and is granted to it once unlocked.
+func TestRebuildKeepsItsReportsWhenTheNextViewReportsFirst(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		moving := c.resourceOn(2, "moving")
+		held := mustLock(t, c.ls[1], moving, modes.EX)
+		for i := range 2 {
+			nd := c.nodes[i]
+			rs := &nd.recov
+			rs.mu.Lock()
+			rs.beforeRebuild = func(epoch uint64) {
+				nd.acceptReport(c.nodes[1-i].Name(), &wire.LockReport{Epoch: epoch + 1, Lockspace: "test"})
+			}
+			rs.mu.Unlock()
+		}
+		c.kill(2)
+		c.waitView(2, 10*time.Second)
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		if _, err := c.ls[0].TryLock(ctx, moving, modes.EX); !errors.Is(err, ErrNotQueued) {
+			t.Fatalf("a try of EX while the reported EX is held: %v, want ErrNotQueued", err)
+		}
+		if err := held.Err(); err != nil {
+			t.Fatalf("the reported lock: %v", err)
+		}
+		mustUnlock(t, held)
+		mustUnlock(t, mustLock(t, c.ls[0], moving, modes.EX))
 	})
 }

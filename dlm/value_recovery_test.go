@@ -83,10 +83,11 @@ func TestDroppedStateKeepsReportsOfTheNextView(t *testing.T) {
 				rs := &nd.recov
 				rs.mu.Lock()
 				defer rs.mu.Unlock()
-				if rs.buf == nil || rs.buf.epoch != next {
+				buf := rs.bufLocked(next)
+				if buf == nil {
 					t.Fatalf("the reports of epoch %d were dropped with the node's own state", next)
 				}
-				sp := rs.buf.spaces["test"]
+				sp := buf.spaces["test"]
 				if sp == nil || sp.nlocks != 1 || sp.locks[0][0].Resource != "counter" {
 					t.Fatalf("reports of epoch %d after the drop: %+v", next, sp)
 				}
@@ -138,7 +139,7 @@ func zombieRebuild(t *testing.T) bool {
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
 		n := 0
-		if buf := rs.buf; buf != nil && buf.epoch == epoch {
+		if buf := rs.bufLocked(epoch); buf != nil {
 			if sp := buf.spaces["test"]; sp != nil {
 				for _, report := range sp.locks {
 					for _, l := range report {
