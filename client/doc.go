@@ -22,9 +22,14 @@
 // a fencing token per acquisition, permits held in the session and lost
 // with it. Lock.Context (and Permit.Context) is a context cancelled the
 // moment the lock is lost or unlocked, to run the protected work under.
-// Describe asks the resource's master who holds, converts and waits. A
-// request made while the agent has no quorum waits for it to return,
-// within its context, unless lockapi.FailFast asks to fail at once.
+// Readers share PR locks in two ways: lockapi.Cached asks for a hold on
+// the agent's cache (one lock per resource for all the agent's clients, a
+// round trip each), and Lockspace.NewCache makes a cache in this process
+// (lockapi.Cache: one lock per resource for this client, a hold costs no
+// round trip; a writer elsewhere revokes it through its blocking
+// notification). Describe asks the resource's master who holds, converts
+// and waits. A request made while the agent has no quorum waits for it to
+// return, within its context, unless lockapi.FailFast asks to fail at once.
 //
 // # Trust, sessions and failures
 //

@@ -477,3 +477,91 @@ func TestCachedReaders(t *testing.T) {
 	}
 	_ = l.Unlock()
 }
+
+// TestClientCache: holds of a client's own cache share one grant without
+// a message (the token stays that of the first grant, and the master sees
+// one lock); a writer on another agent retires the idle cached lock
+// through its blocking notification and is granted, and the next hold
+// takes a new lock with a higher token. A writer that comes while a hold
+// is held waits for its release.
+func TestClientCache(t *testing.T) {
+	a := startAgents(t, 3, nil, nil)
+	res := a.resourceOn(1, "client-cache")
+	reader := dial(t, a.addrs[0])
+	cache, err := reader.Lockspace("test").NewCache(lockapi.DefaultCacheConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	h, err := cache.Acquire(bg, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := h.Token()
+	for range 100 {
+		if err := h.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if h, err = cache.Acquire(bg, res); err != nil {
+			t.Fatal(err)
+		}
+		if h.Token() != first {
+			t.Fatalf("a hold of the cached lock has token %d, want the first grant's %d", h.Token(), first)
+		}
+	}
+	d, err := dial(t, a.addrs[1]).Lockspace("test").Describe(bg, res)
+	if err != nil || len(d.Locks) != 1 || d.Locks[0].Granted != modes.PR {
+		t.Fatalf("master sees %+v (%v), want one PR lock for every hold", d, err)
+	}
+	writer := dial(t, a.addrs[2]).Lockspace("test")
+	wrote := make(chan *Lock, 1)
+	go func() {
+		lk, err := writer.Lock(bg, res, modes.EX)
+		if err != nil {
+			t.Error(err)
+		}
+		wrote <- lk
+	}()
+	select {
+	case <-wrote:
+		t.Fatal("EX granted while a hold was held")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	w := within(t, wrote, 10*time.Second, "the writer after the hold's release")
+	if w == nil || w.Token() <= first {
+		t.Fatalf("writer's token not above the cached grant's %d", first)
+	}
+	if err := w.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	h, err = cache.Acquire(bg, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Token() <= w.Token() {
+		t.Fatalf("the hold after the writer has token %d, not above the writer's %d", h.Token(), w.Token())
+	}
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(); !errors.Is(err, lockapi.ErrNotHeld) {
+		t.Fatalf("a second Release: %v", err)
+	}
+	if err := cache.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cache.Acquire(bg, res); !errors.Is(err, lockapi.ErrClosed) {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+	// Close released the idle lock: a writer is granted at once.
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	lk, err := writer.TryLock(ctx, res, modes.EX)
+	if err != nil {
+		t.Fatalf("EX after the cache closed: %v", err)
+	}
+	_ = lk.Unlock()
+}
