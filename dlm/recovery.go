@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -470,6 +471,7 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 				}
 			}
 			sh.mu.Unlock()
+			yieldRecovery()
 		}
 	}
 	for k, r := range permits {
@@ -831,6 +833,7 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 					ls.deliver(sh)
 					sh.mu.Unlock()
 					purged += k
+					yieldRecovery()
 				}
 			}
 		}
@@ -846,6 +849,7 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 				more = sh.table.FinishRecoveryUpTo(rebuildBatch)
 				ls.deliver(sh)
 				sh.mu.Unlock()
+				yieldRecovery()
 			}
 		}
 	}
@@ -926,25 +930,72 @@ func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v *view, p *plan) {
 		}
 		return cmp.Compare(a.l.Lock.ID, b.l.Lock.ID)
 	})
+	// Restore shard by shard (the hash order is the shard order), holding
+	// a shard's mutex for about rebuildBatch locks at a time: requests on
+	// the resources the shard keeps get in between.
 	var group []master.LockState
+	var sh *shard
+	held, restored := 0, 0
+	release := func() {
+		if sh != nil {
+			sh.mu.Unlock()
+			sh = nil
+		}
+		held = 0
+		yieldRecovery()
+	}
 	for rest := keyed; len(rest) > 0; {
 		n := 1
 		for n < len(rest) && rest[n].h == rest[0].h && rest[n].l.Resource == rest[0].l.Resource {
 			n++
 		}
-		if p.rebuildsHere(rest[0].h) {
-			group = group[:0]
-			for _, k := range rest[:n] {
-				group = append(group, *k.l)
-			}
-			ls.restoreResource(group, sp.masters[rest[0].l.Resource], members)
+		h := rest[0].h
+		if !p.rebuildsHere(h) {
+			rest = rest[n:]
+			continue
 		}
+		if next := ls.shardOf(h); next != sh || held >= rebuildBatch {
+			release()
+			sh = next
+			sh.mu.Lock()
+			sh.table.ReserveRestore(resourcesIn(rest, sh, ls))
+		}
+		group = group[:0]
+		for _, k := range rest[:n] {
+			group = append(group, *k.l)
+		}
+		restored += ls.restoreResource(sh, group, sp.masters[rest[0].l.Resource], members)
+		held += n
 		rest = rest[n:]
 	}
+	release()
+	ls.node.met.rebuilt.Add(float64(restored))
 	// Value blocks of moved resources that no survivor reported a lock on
 	// are gone with the resource, as in VMS: a resource lives while it has
 	// a lock.
 }
+
+// resourcesIn counts the resources of shard sh at the start of keyed
+// (sorted by hash, so a shard's locks are together), at most rebuildBatch
+// of them: what a batch will restore into sh's table.
+func resourcesIn(keyed []hashedLock, sh *shard, ls *Lockspace) int {
+	n := 0
+	for i := 0; i < len(keyed) && i < rebuildBatch && ls.shardOf(keyed[i].h) == sh; i++ {
+		if i == 0 || keyed[i].h != keyed[i-1].h || keyed[i].l.Resource != keyed[i-1].l.Resource {
+			n++
+		}
+	}
+	return n
+}
+
+// yieldRecovery lets the other runnable goroutines run between batches of
+// a recovery's work. Without it a rebuild keeps its processor until the
+// scheduler preempts it (10–20 ms), and each goroutine a request on an
+// unaffected resource passes through (its writer, the master's reader and
+// handler, the way back) may wait that long for a processor: on a node
+// with few processors a recovery then pauses the service it does not
+// stop.
+func yieldRecovery() { runtime.Gosched() }
 
 // hashedLock is a reported lock with its resource's hash, for grouping.
 type hashedLock struct {
@@ -957,7 +1008,9 @@ type hashedLock struct {
 // if any: the snapshot's queue order first, then the rest. A reported lock
 // that cannot be restored (it conflicts with one restored before it, or
 // breaks a limit) is lost: its holder is told so, never left believing.
-func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, members map[master.NodeID]bool) {
+// It returns how many it restored. Caller holds sh.mu, sh the resource's
+// shard.
+func (ls *Lockspace) restoreResource(sh *shard, locks []master.LockState, mi *masterInfo, members map[master.NodeID]bool) (restored int) {
 	name := locks[0].Resource
 	if mi != nil && len(mi.order) > 1 && len(locks) > 1 {
 		pos := make(map[master.LockID]int, len(mi.order))
@@ -978,10 +1031,6 @@ func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, m
 			return 0
 		})
 	}
-	sh := ls.shardOf(resourceHash(ls.seed, name))
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	restored := 0
 	for _, l := range locks {
 		if !members[l.Lock.Node] {
 			continue // its node dropped its state since it reported
@@ -997,9 +1046,8 @@ func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, m
 			ls.lostInRecovery(sh, l.Lock, err)
 		}
 	}
-	ls.node.met.rebuilt.Add(float64(restored))
 	if mi == nil || mi.lvb == nil {
-		return
+		return restored
 	}
 	val := *mi.lvb
 	for _, w := range mi.writers {
@@ -1009,6 +1057,7 @@ func (ls *Lockspace) restoreResource(locks []master.LockState, mi *masterInfo, m
 		}
 	}
 	_ = sh.table.RestoreValue(name, val)
+	return restored
 }
 
 // lostInRecovery tells the holder of a reported lock that could not be

@@ -58,8 +58,8 @@ func (t *Table) Resource(name string) (ResourceState, bool) {
 // would settle on, so that a snapshot taken before the rebuild finished
 // (its mastery moving on again) never vouches for a value nobody offered.
 func (t *Table) value(r *resource) LVB {
-	if info, ok := t.recovering[r]; ok {
-		return info.settle(r.readLVB())
+	if i, ok := t.recovering[r]; ok {
+		return t.restores[i].settle(r.readLVB())
 	}
 	return r.readLVB()
 }
@@ -159,17 +159,28 @@ func (t *Table) PurgeNodeUpTo(node NodeID, max int) (purged int, more bool) {
 	}
 	touched := t.purgeTouched
 	if touched == nil {
-		touched = make(map[*resource]struct{}, len(victims))
+		touched = make(map[*resource]struct{})
 	}
 	for _, l := range victims {
 		r := l.res
 		writer := l.queue != QueueWaiting && releaseWrites(l.mode)
 		t.unlink(r, l)
 		t.dropLock(l)
-		if writer && !r.empty() {
-			r.invalidateLVB() // an empty resource takes its value with it
+		switch {
+		case r.empty():
+			// Nothing left to grant: freed now, without a detour through
+			// touched (most purged locks are alone on their resource).
+			if len(touched) > 0 {
+				delete(touched, r)
+			}
+			t.maybeFree(r) // an empty resource takes its value with it
+			continue
+		case writer:
+			r.invalidateLVB()
 		}
-		touched[r] = struct{}{}
+		if r.nqueued > 0 {
+			touched[r] = struct{}{} // only queued requests can be granted now
+		}
 	}
 	if !more {
 		t.forgetNode(node)
@@ -234,8 +245,10 @@ func (t *Table) Drop(name string) int {
 
 // restoreInfo collects what recovery learns of a resource's value.
 type restoreInfo struct {
-	best  *LVB // freshest trustworthy copy offered so far
-	fresh bool // the resource did not exist before this recovery
+	r       *resource // nil once r was freed before FinishRecovery
+	best    LVB       // freshest trustworthy copy offered so far, if hasBest
+	hasBest bool
+	fresh   bool // the resource did not exist before this recovery
 }
 
 // Restore adds one lock reported by a survivor to the resource it names, as
@@ -250,10 +263,11 @@ func (t *Table) Restore(ls LockState) error {
 	if ls.Permits != 0 || ls.Count != 0 {
 		return t.restorePermits(ls)
 	}
-	if err := t.checkRestore(ls); err != nil {
+	r := t.res[ls.Resource]
+	if err := t.checkRestore(ls, r); err != nil {
 		return err
 	}
-	r, info := t.restoring(ls.Resource)
+	r, info := t.restoring(r, ls.Resource)
 	l := t.newLock(ls.Lock, ls.Owner, r)
 	t.addLock(l, t.node(ls.Lock.Node))
 	l.token = ls.Token
@@ -282,9 +296,21 @@ func (t *Table) Restore(ls LockState) error {
 	}
 	if ls.LVB != nil && ls.Queue != QueueWaiting && ls.Granted > modes.CR {
 		info.offer(*ls.LVB)
-		t.recovering[r] = info
 	}
 	return nil
+}
+
+// ReserveRestore prepares the table for about resources more resources to
+// be restored before the next FinishRecovery, so that a rebuild of many
+// does not grow its bookkeeping step by step. It changes nothing else.
+func (t *Table) ReserveRestore(resources int) {
+	if resources <= 0 {
+		return
+	}
+	if t.recovering == nil {
+		t.recovering = make(map[*resource]int32, resources)
+	}
+	t.restores = slices.Grow(t.restores, resources)
 }
 
 // RestoreValue offers a copy of a resource's value from elsewhere, such as
@@ -297,9 +323,8 @@ func (t *Table) RestoreValue(name string, v LVB) error {
 	if len(v.Data) > t.cfg.MaxLVB {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrLVBTooLarge, len(v.Data), t.cfg.MaxLVB)
 	}
-	r, info := t.restoring(name)
+	_, info := t.restoring(t.res[name], name)
 	info.offer(v)
-	t.recovering[r] = info
 	return nil
 }
 
@@ -307,9 +332,9 @@ func (t *Table) RestoreValue(name string, v LVB) error {
 // one it has: the freshest copy offered; with none, cur, not valid if the
 // resource did not exist before the rebuild (a lost holder may have
 // written it, and nobody left can say what it is).
-func (info restoreInfo) settle(cur LVB) LVB {
+func (info *restoreInfo) settle(cur LVB) LVB {
 	switch {
-	case info.best != nil:
+	case info.hasBest:
 		return LVB{Data: info.best.Data, Seq: max(cur.Seq, info.best.Seq), Valid: info.best.Valid}
 	case info.fresh:
 		cur.Valid = false
@@ -318,14 +343,15 @@ func (info restoreInfo) settle(cur LVB) LVB {
 }
 
 func (info *restoreInfo) offer(v LVB) {
-	if info.best == nil || v.Seq > info.best.Seq {
-		c := v
-		c.Data = slices.Clone(v.Data)
-		info.best = &c
+	if !info.hasBest || v.Seq > info.best.Seq {
+		info.best = LVB{Data: append(info.best.Data[:0], v.Data...), Seq: v.Seq, Valid: v.Valid}
+		info.hasBest = true
 	}
 }
 
-func (t *Table) checkRestore(ls LockState) error {
+// checkRestore checks a reported lock against the table; r is the
+// resource it names, nil if the table has none.
+func (t *Table) checkRestore(ls LockState, r *resource) error {
 	if err := t.checkName(ls.Resource); err != nil {
 		return err
 	}
@@ -344,32 +370,31 @@ func (t *Table) checkRestore(ls LockState) error {
 	if t.hasLock(ls.Lock) {
 		return fmt.Errorf("%w: %v", ErrLockExists, ls.Lock)
 	}
-	if r := t.res[ls.Resource]; r != nil && r.isSem() {
+	if r != nil && r.isSem() {
 		return fmt.Errorf("%w: %q is a semaphore", ErrKind, ls.Resource)
 	}
-	if r := t.res[ls.Resource]; ls.Queue != QueueWaiting && r != nil && !r.held.fits(ls.Granted) {
+	if ls.Queue != QueueWaiting && r != nil && !r.held.fits(ls.Granted) {
 		return fmt.Errorf("%w: %v granted %v on %q", ErrIncompatible, ls.Lock, ls.Granted, ls.Resource)
 	}
 	return nil
 }
 
-// restoring returns the resource being rebuilt and what recovery has learned
-// of it so far (a copy: store it back after a change).
-func (t *Table) restoring(name string) (*resource, restoreInfo) {
+// restoring returns the resource name being rebuilt (r, if the table has
+// it) and what recovery has learned of it so far. The info is valid until
+// the next call of restoring.
+func (t *Table) restoring(r *resource, name string) (*resource, *restoreInfo) {
 	if t.recovering == nil {
-		t.recovering = make(map[*resource]restoreInfo)
+		t.recovering = make(map[*resource]int32)
 	}
-	r := t.res[name]
 	fresh := r == nil
 	if fresh {
-		r = t.resource(name, true)
+		r = t.newResource(name)
+	} else if i, ok := t.recovering[r]; ok {
+		return r, &t.restores[i]
 	}
-	info, ok := t.recovering[r]
-	if !ok {
-		info = restoreInfo{fresh: fresh}
-		t.recovering[r] = info
-	}
-	return r, info
+	t.recovering[r] = int32(len(t.restores))
+	t.restores = append(t.restores, restoreInfo{r: r, fresh: fresh})
+	return r, &t.restores[len(t.restores)-1]
 }
 
 // FinishRecovery completes the resources rebuilt by Restore since the last
@@ -394,16 +419,24 @@ func (t *Table) FinishRecovery() {
 // out in name order within a batch.
 func (t *Table) FinishRecoveryUpTo(max int) (more bool) {
 	var rs []*resource
-	for r, info := range t.recovering {
+	for len(t.restores) > 0 {
 		if max == 0 {
 			more = true
 			break
+		}
+		i := len(t.restores) - 1
+		info := t.restores[i]
+		t.restores[i] = restoreInfo{} // no pointer kept into what may be freed
+		t.restores = t.restores[:i]
+		r := info.r
+		if r == nil {
+			continue // freed meanwhile: nothing to settle
 		}
 		max--
 		delete(t.recovering, r)
 		// Only a resource with queued requests can produce effects: the
 		// others are settled here, in no particular order.
-		if t.finishValue(r, info); r.nqueued > 0 {
+		if t.finishValue(r, &info); r.nqueued > 0 {
 			rs = append(rs, r)
 		}
 	}
@@ -412,14 +445,14 @@ func (t *Table) FinishRecoveryUpTo(max int) (more bool) {
 		t.finishGrants(r)
 	}
 	if !more {
-		t.recovering = nil
+		t.recovering, t.restores = nil, nil
 	}
 	return more
 }
 
 // finishValue settles a restored resource's value (and frees it if it
 // holds no lock). A semaphore has no value.
-func (t *Table) finishValue(r *resource, info restoreInfo) {
+func (t *Table) finishValue(r *resource, info *restoreInfo) {
 	if r.isSem() {
 		if r.empty() {
 			t.maybeFree(r)

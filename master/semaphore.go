@@ -173,7 +173,7 @@ func (t *Table) restorePermits(ls LockState) error {
 	if r != nil && ls.Queue == QueueGranted && ls.Count > r.semPermits()-r.semUsed() {
 		return fmt.Errorf("%w: %v holds %d permits of %q, %d of %d are granted", ErrIncompatible, ls.Lock, ls.Count, ls.Resource, r.semUsed(), r.semPermits())
 	}
-	r, _ = t.restoring(ls.Resource)
+	r, _ = t.restoring(r, ls.Resource)
 	if !r.isSem() {
 		r.makeSemaphore(ls.Permits)
 	}

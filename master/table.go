@@ -82,7 +82,11 @@ type Table struct {
 	pending, out           []Effect
 	pendingArena, outArena []byte
 
-	recovering map[*resource]restoreInfo
+	// recovering indexes restores by resource: what recovery learned of
+	// each resource restored since the last FinishRecovery, in the order
+	// of their first Restore.
+	recovering map[*resource]int32
+	restores   []restoreInfo
 	// purgeVictims and purgeTouched are PurgeNodeUpTo's scratch, kept
 	// between its batches: a purge of a million locks in batches of a few
 	// hundred then allocates nothing per batch.
@@ -201,6 +205,11 @@ func (t *Table) resource(name string, create bool) *resource {
 	if r := t.res[name]; r != nil || !create {
 		return r
 	}
+	return t.newResource(name)
+}
+
+// newResource creates the named resource, which the table must not have.
+func (t *Table) newResource(name string) *resource {
 	var r *resource
 	if n := len(t.freeRes); n > 0 {
 		r = t.freeRes[n-1]
@@ -230,7 +239,10 @@ func (t *Table) maybeFree(r *resource) {
 	}
 	delete(t.res, r.name)
 	// A rebuild of r, if any, is over: r may be reused for another name.
-	delete(t.recovering, r)
+	if i, ok := t.recovering[r]; ok {
+		t.restores[i].r = nil
+		delete(t.recovering, r)
+	}
 	if len(t.freeRes) < freeListCap {
 		r.name = ""
 		t.freeRes = append(t.freeRes, r)
