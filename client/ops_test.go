@@ -556,10 +556,11 @@ func TestClientCache(t *testing.T) {
 	if _, err := cache.Acquire(bg, res); !errors.Is(err, lockapi.ErrClosed) {
 		t.Fatalf("Acquire after Close: %v", err)
 	}
-	// Close released the idle lock: a writer is granted at once.
+	// Close released the idle lock (the unlock leaves with the client's
+	// next write, so a try could still come first): a writer is granted.
 	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()
-	lk, err := writer.TryLock(ctx, res, modes.EX)
+	lk, err := writer.Lock(ctx, res, modes.EX)
 	if err != nil {
 		t.Fatalf("EX after the cache closed: %v", err)
 	}
