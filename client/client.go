@@ -36,6 +36,7 @@ type Client struct {
 	// agent to give again the pushes sent after it. unacked counts the
 	// frames read since the client last said so (ClientAck).
 	lastReply uint64
+	pushes    uint64 // pushes read after lastReply
 	unacked   int
 	pending   map[uint64]*call
 	locks     map[uint64]*Lock
@@ -124,7 +125,7 @@ func (c *Client) connect(ctx context.Context, i int, resume bool) error {
 	hello := &wire.ClientHello{Name: c.cfg.Name, Token: c.cfg.Token, TTL: int64(c.cfg.SessionTTL), Version: wire.ClientProtocol}
 	if resume && c.session != 0 {
 		hello.Session, hello.Key = c.session, c.key
-		hello.Read, hello.Waiting = c.lastReply, c.waitingLocked()
+		hello.Read, hello.Pushes, hello.Waiting = c.lastReply, c.pushes, c.waitingLocked()
 	}
 	c.mu.Unlock()
 	sent := time.Now()
@@ -213,7 +214,7 @@ func (c *Client) attach(cn *conn, i int, id uint64, w *wire.ClientWelcome, sent 
 		_ = cn.nc.Close()
 		return
 	}
-	c.lastReply, c.unacked = id, 0
+	c.lastReply, c.pushes, c.unacked = id, 0, 0
 	if !w.Resumed {
 		if c.session != 0 {
 			c.dropSessionLocked(fmt.Errorf("%w: the agent no longer has the session", lockapi.ErrLockLost))
@@ -570,7 +571,9 @@ func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
 func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
 	c.mu.Lock()
 	if h.Reply {
-		c.lastReply = h.ID
+		c.lastReply, c.pushes = h.ID, 0
+	} else {
+		c.pushes++
 	}
 	c.unacked++
 	read, ack := c.lastReply, c.unacked >= ackEvery

@@ -158,8 +158,14 @@ func (ss *session) replayLocked(id uint64, w *wire.ClientWelcome, h *wire.Client
 		}
 		ss.resendLocked(k)
 	}
+	skip := h.Pushes // read after that reply
 	for i := range old[start:] {
-		if k := &old[start+i]; k.id == 0 || waiting[k.id] {
+		k := &old[start+i]
+		if k.id == 0 && skip > 0 {
+			skip--
+			continue
+		}
+		if k.id == 0 || waiting[k.id] {
 			give(k)
 		}
 	}

@@ -22,6 +22,9 @@ type ClientHello struct {
 	// Read is the id of the last reply the client read in the session (a
 	// Welcome included); 0 with Session 0. Protocol 2 only.
 	Read uint64
+	// Pushes counts the pushes (id 0) the client read after that reply.
+	// Protocol 2 only.
+	Pushes uint64
 	// Waiting are the ids of the requests the client sent and still waits
 	// for an answer to, strictly increasing, at most MaxResumeWaiting;
 	// empty with Session 0. Protocol 2 only.
@@ -29,7 +32,7 @@ type ClientHello struct {
 }
 
 // ClientProtocol is the newest client protocol version: a ClientHello
-// with Version 2 has eight fields.
+// with Version 2 has nine fields.
 const ClientProtocol uint8 = 2
 
 // MaxResumeWaiting is the most request ids a resuming ClientHello names:
@@ -39,7 +42,7 @@ const MaxResumeWaiting = 4096
 
 const (
 	clientHelloFields  = 5 // protocol 1
-	clientHello2Fields = 8 // protocol 2
+	clientHello2Fields = 9 // protocol 2
 )
 
 // Type implements Message.
@@ -58,9 +61,9 @@ func (m *ClientHello) Validate(*Limits) error {
 		return fmt.Errorf("%w: a session to resume needs its key, and only then", ErrInvalid)
 	case m.Version != 0 && m.Version != ClientProtocol:
 		return fmt.Errorf("%w: client protocol %d: this end speaks 1 and %d", ErrInvalid, m.Version, ClientProtocol)
-	case m.Version == 0 && (m.Read != 0 || len(m.Waiting) > 0):
+	case m.Version == 0 && (m.Read != 0 || m.Pushes != 0 || len(m.Waiting) > 0):
 		return fmt.Errorf("%w: a protocol 1 hello names no read reply nor waiting requests", ErrInvalid)
-	case m.Session == 0 && (m.Read != 0 || len(m.Waiting) > 0):
+	case m.Session == 0 && (m.Read != 0 || m.Pushes != 0 || len(m.Waiting) > 0):
 		return fmt.Errorf("%w: a hello that opens a session has read nothing and waits for nothing", ErrInvalid)
 	case len(m.Waiting) > MaxResumeWaiting:
 		return fmt.Errorf("%w: a resume names %d waiting requests, limit %d", ErrInvalid, len(m.Waiting), MaxResumeWaiting)
@@ -91,6 +94,7 @@ func (m *ClientHello) appendBody(b []byte) []byte {
 	}
 	b = appendUint(b, uint64(m.Version))
 	b = appendUint(b, m.Read)
+	b = appendUint(b, m.Pushes)
 	b = appendArrayLen(b, len(m.Waiting))
 	for _, id := range m.Waiting {
 		b = appendUint(b, id)
@@ -112,7 +116,7 @@ func (m *ClientHello) decodeBody(r *reader, d *Decoder) error {
 	m.TTL = f.int64()
 	m.Session = f.uint64()
 	m.Key = f.uint64()
-	m.Version, m.Read = 0, 0
+	m.Version, m.Read, m.Pushes = 0, 0, 0
 	waiting := m.Waiting
 	m.Waiting = nil
 	if n == clientHelloFields || f.err != nil {
@@ -128,6 +132,7 @@ func (m *ClientHello) decodeBody(r *reader, d *Decoder) error {
 			ErrInvalid, m.Version, n, clientHelloFields, ClientProtocol, clientHello2Fields)
 	}
 	m.Read = f.uint64()
+	m.Pushes = f.uint64()
 	m.Waiting = f.ids("waiting", MaxResumeWaiting, waiting)
 	return f.err
 }

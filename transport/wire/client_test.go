@@ -71,6 +71,7 @@ func genClientMessage(t *rapid.T, l Limits, ty Type) Message {
 			m.Version = ClientProtocol
 			if m.Session != 0 {
 				m.Read = rapid.Uint64().Draw(t, "read")
+				m.Pushes = rapid.Uint64().Draw(t, "pushes")
 				ids := rapid.SliceOfNDistinct(rapid.Uint64Min(1), 0, 64, rapid.ID[uint64]).Draw(t, "waiting")
 				slices.Sort(ids)
 				if len(ids) > 0 {
@@ -187,7 +188,7 @@ func TestClientResumeSeedsFail(t *testing.T) {
 	want := map[string]error{
 		"v2-duplicate-waiting": ErrInvalid, "v2-unsorted-waiting": ErrInvalid, "v2-zero-waiting": ErrInvalid,
 		"v2-too-many-waiting": ErrInvalid, "v2-bomb-waiting": ErrDeclaredLength, "v2-new-session-waits": ErrInvalid,
-		"v3-hello": ErrInvalid, "v1-version-field": ErrInvalid, "v2-seven-fields": ErrInvalid, "four-fields": ErrMalformed,
+		"v3-hello": ErrInvalid, "v1-version-field": ErrInvalid, "v2-eight-fields": ErrInvalid, "v2-pushes-new-session": ErrInvalid, "four-fields": ErrMalformed,
 		"v2-waiting-not-uint": ErrMalformed, "v2-waiting-map": ErrMalformed, "v2-read-without-resume": ErrInvalid,
 		"zero": ErrInvalid, "negative": ErrMalformed, "two": ErrMalformed,
 	}
@@ -200,7 +201,7 @@ func TestClientResumeSeedsFail(t *testing.T) {
 		}
 	}
 	_, _, err := NewClientDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(TypeClientHello), 0, typeSeeds(TypeClientHello)["v3-hello"]))
-	if err == nil || !strings.Contains(err.Error(), "speaks 1 (5 fields) and 2 (8 fields)") {
+	if err == nil || !strings.Contains(err.Error(), "speaks 1 (5 fields) and 2 (9 fields)") {
 		t.Errorf("a protocol 3 hello: %v, want the protocols this end speaks", err)
 	}
 }

@@ -135,8 +135,8 @@ func samples() []Message {
 		}},
 		&ClientLock{Lockspace: "app", Resource: "orders/42", Mode: modes.PW, Flags: ClientFailFast | ClientTry},
 		&ClientHello{Name: "worker-7", Token: "s3cret", TTL: 10e9, Version: ClientProtocol},
-		&ClientHello{Name: "worker-7", TTL: 10e9, Session: 0x5eed, Key: 0xfeed, Version: ClientProtocol, Read: 7, Waiting: []uint64{2, 5, 6}},
-		&ClientHello{Session: ^uint64(0), Key: ^uint64(0), Version: ClientProtocol, Read: ^uint64(0), Waiting: manyIDs(MaxResumeWaiting)},
+		&ClientHello{Name: "worker-7", TTL: 10e9, Session: 0x5eed, Key: 0xfeed, Version: ClientProtocol, Read: 7, Pushes: 2, Waiting: []uint64{2, 5, 6}},
+		&ClientHello{Session: ^uint64(0), Key: ^uint64(0), Version: ClientProtocol, Read: ^uint64(0), Pushes: ^uint64(0), Waiting: manyIDs(MaxResumeWaiting)},
 		&ClientAck{Read: 7},
 		&ClientAck{Read: ^uint64(0)},
 	}
@@ -285,7 +285,7 @@ func typeSeeds(t Type) map[string][]byte {
 		}
 	case TypeClientHello:
 		v2 := func(read byte, waiting ...byte) []byte {
-			return cat([]byte{0x98, 0xa0, 0xa0, 0, 1, 1, ClientProtocol, read}, waiting)
+			return cat([]byte{0x99, 0xa0, 0xa0, 0, 1, 1, ClientProtocol, read, 0}, waiting)
 		}
 		return map[string][]byte{
 			"v2-duplicate-waiting":   v2(9, 0x93, 2, 5, 5),
@@ -293,14 +293,15 @@ func typeSeeds(t Type) map[string][]byte {
 			"v2-zero-waiting":        v2(9, 0x91, 0),
 			"v2-too-many-waiting":    (&ClientHello{Session: 1, Key: 1, Version: ClientProtocol, Read: 1, Waiting: manyIDs(MaxResumeWaiting + 1)}).appendBody(nil),
 			"v2-bomb-waiting":        cat(v2(9), bomb),
-			"v2-new-session-waits":   {0x98, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 0, 0x91, 1},
-			"v3-hello":               {0x99, 0xa0, 0xa0, 0, 0, 0, 3, 0, 0x90, 0},
-			"v1-version-field":       {0x98, 0xa0, 0xa0, 0, 0, 0, 1, 0, 0x90},
-			"v2-seven-fields":        {0x97, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 0},
+			"v2-new-session-waits":   {0x99, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 0, 0, 0x91, 1},
+			"v3-hello":               {0x9a, 0xa0, 0xa0, 0, 0, 0, 3, 0, 0, 0x90, 0},
+			"v1-version-field":       {0x99, 0xa0, 0xa0, 0, 0, 0, 1, 0, 0, 0x90},
+			"v2-eight-fields":        {0x98, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 0, 0x90},
+			"v2-pushes-new-session":  {0x99, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 0, 3, 0x90},
 			"four-fields":            {0x94, 0xa0, 0xa0, 0, 0},
 			"v2-waiting-not-uint":    v2(9, 0x91, 0xa1, 'x'),
 			"v2-waiting-map":         v2(9, 0x81, 1, 2),
-			"v2-read-without-resume": {0x98, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 5, 0x90},
+			"v2-read-without-resume": {0x99, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 5, 0, 0x90},
 		}
 	case TypeClientAck:
 		return map[string][]byte{
