@@ -38,6 +38,7 @@ type Client struct {
 	lastReply uint64
 	pushes    uint64 // pushes read after lastReply
 	unacked   int
+	ackDue    bool // a ClientAck goes with the next request (transmit)
 	pending   map[uint64]*call
 	locks     map[uint64]*Lock
 	orphans   []uint64 // locks lost here that the agent may still hold
@@ -214,7 +215,7 @@ func (c *Client) attach(cn *conn, i int, id uint64, w *wire.ClientWelcome, sent 
 		_ = cn.nc.Close()
 		return
 	}
-	c.lastReply, c.pushes, c.unacked = id, 0, 0
+	c.lastReply, c.pushes, c.unacked, c.ackDue = id, 0, 0, false
 	if !w.Resumed {
 		if c.session != 0 {
 			c.dropSessionLocked(fmt.Errorf("%w: the agent no longer has the session", lockapi.ErrLockLost))
@@ -550,6 +551,20 @@ func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
 		c.mu.Unlock()
 		return errConnLost
 	}
+	if c.ackDue {
+		// Ahead of cl, in the same write: the reader that counted the
+		// frames never writes (a write may wait for the agent, which may
+		// wait for the client to read).
+		c.ackDue = false
+		c.nextID++
+		ack := newCall(c.nextID, &wire.ClientAck{Read: c.lastReply})
+		ack.oneway, ack.sent = true, true
+		c.pending[ack.id] = ack
+		cn.lastID = ack.id
+		if err := cn.queueLazyLocked(wire.Header{ID: ack.id}, ack.msg); err != nil {
+			delete(c.pending, ack.id)
+		}
+	}
 	if cl.id <= cn.lastID {
 		delete(c.pending, cl.id)
 		c.nextID++
@@ -570,20 +585,16 @@ func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
 // push. m is valid only during the call.
 func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
 	c.mu.Lock()
-	if h.Reply {
+	switch {
+	case h.Reply:
 		c.lastReply, c.pushes = h.ID, 0
-	} else {
-		c.pushes++
+	case m.Type() == wire.TypeClientBlocking || m.Type() == wire.TypeClientLost:
+		c.pushes++ // the pushes the agent keeps; not a one-way ClientError
 	}
-	c.unacked++
-	read, ack := c.lastReply, c.unacked >= ackEvery
-	if ack {
-		c.unacked = 0
+	if c.unacked++; c.unacked >= ackEvery {
+		c.unacked, c.ackDue = 0, true
 	}
 	c.mu.Unlock()
-	if ack {
-		c.post(&wire.ClientAck{Read: read})
-	}
 	if h.Reply {
 		c.answer(h.ID, m)
 		return
@@ -624,16 +635,14 @@ func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
 // it sent until then, to give it again after a reconnection.
 const ackEvery = 64
 
-// ack tells the agent what the client read, if it read anything since it
-// last did.
+// ack makes the next request tell the agent what the client read, if it
+// read anything since it last did.
 func (c *Client) ack() {
 	c.mu.Lock()
-	read, some := c.lastReply, c.unacked > 0
-	c.unacked = 0
-	c.mu.Unlock()
-	if some {
-		c.post(&wire.ClientAck{Read: read})
+	if c.unacked > 0 {
+		c.unacked, c.ackDue = 0, true
 	}
+	c.mu.Unlock()
 }
 
 // answer hands the agent's answer to call id.

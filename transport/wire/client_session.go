@@ -22,8 +22,8 @@ type ClientHello struct {
 	// Read is the id of the last reply the client read in the session (a
 	// Welcome included); 0 with Session 0. Protocol 2 only.
 	Read uint64
-	// Pushes counts the pushes (id 0) the client read after that reply.
-	// Protocol 2 only.
+	// Pushes counts the ClientBlocking and ClientLost pushes the client
+	// read after that reply (not one-way ClientErrors). Protocol 2 only.
 	Pushes uint64
 	// Waiting are the ids of the requests the client sent and still waits
 	// for an answer to, strictly increasing, at most MaxResumeWaiting;
