@@ -116,8 +116,11 @@ func (ss *session) dropReadLocked(read uint64) bool {
 	return false
 }
 
-// maxKeptIdle is the most notes' room a session keeps while it has none.
-const maxKeptIdle = 16
+// maxKeptIdle is the most notes' room a session keeps while it has none:
+// room for what a busy client reads between two acknowledgements (the Go
+// client's 64 frames, and what is in flight), so that it reuses it, and
+// little for a session that went idle.
+const maxKeptIdle = 128
 
 // replayLocked answers hello h (request id) of protocol 2 with Welcome w
 // and, on a resume, gives the client what its last connection may have
