@@ -21,16 +21,24 @@ type Client struct {
 	cfg Config
 	log *slog.Logger
 
-	mu        sync.Mutex
-	cn        *conn         // nil while reconnecting
-	up        chan struct{} // closed when cn is set again
-	addr      int           // index in cfg.Addrs of the agent
-	session   uint64
-	key       uint64
-	node      string
-	ttl       time.Duration
-	lease     time.Duration // the latest lease an agent gave
-	nextID    uint64
+	mu      sync.Mutex
+	cn      *conn         // nil while reconnecting
+	up      chan struct{} // closed when cn is set again
+	addr    int           // index in cfg.Addrs of the agent
+	session uint64
+	key     uint64
+	node    string
+	ttl     time.Duration
+	lease   time.Duration // the latest lease an agent gave
+	nextID  uint64
+	// lastReply is the id of the last reply read in the session, the
+	// Welcome's included: a resume names it (ClientHello.Read) for the
+	// agent to give again the pushes sent after it. unacked counts the
+	// frames read since the client last said so (ClientAck).
+	lastReply uint64
+	pushes    uint64 // pushes read after lastReply
+	unacked   int
+	ackDue    bool // a ClientAck goes with the next request (transmit)
 	pending   map[uint64]*call
 	locks     map[uint64]*Lock
 	orphans   []uint64 // locks lost here that the agent may still hold
@@ -115,9 +123,10 @@ func (c *Client) connect(ctx context.Context, i int, resume bool) error {
 	c.mu.Lock()
 	c.nextID++
 	id := c.nextID
-	hello := &wire.ClientHello{Name: c.cfg.Name, Token: c.cfg.Token, TTL: int64(c.cfg.SessionTTL)}
-	if resume {
+	hello := &wire.ClientHello{Name: c.cfg.Name, Token: c.cfg.Token, TTL: int64(c.cfg.SessionTTL), Version: wire.ClientProtocol}
+	if resume && c.session != 0 {
 		hello.Session, hello.Key = c.session, c.key
+		hello.Read, hello.Pushes, hello.Waiting = c.lastReply, c.pushes, c.waitingLocked()
 	}
 	c.mu.Unlock()
 	sent := time.Now()
@@ -156,15 +165,57 @@ func (c *Client) connect(ctx context.Context, i int, resume bool) error {
 		return err
 	}
 	_ = nc.SetDeadline(time.Time{})
-	c.attach(cn, i, &w, sent)
+	c.attach(cn, i, id, &w, sent)
 	return nil
 }
 
-// attach makes cn the client's connection after its Welcome w: a resumed
-// session carries on (requests the agent had not read are sent again, with
-// new ids); a new one replaces the old, whose locks are lost.
-func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) {
+// waitingLocked lists the requests a resume names as waited for: those
+// sent and not answered, oldest first, at most wire.MaxResumeWaiting (more
+// than an agent lets wait; past it, requests nobody waits for are
+// forgotten and the others fail). Caller holds c.mu.
+func (c *Client) waitingLocked() []uint64 {
+	var waited, oneway []uint64
+	for id, cl := range c.pending {
+		switch {
+		case !cl.sent || cl.done:
+		case cl.oneway:
+			oneway = append(oneway, id)
+		default:
+			waited = append(waited, id)
+		}
+	}
+	slices.Sort(waited)
+	slices.Sort(oneway)
+	if n := wire.MaxResumeWaiting; len(waited)+len(oneway) > n {
+		for _, id := range waited[min(n, len(waited)):] {
+			cl := c.pending[id]
+			delete(c.pending, id)
+			cl.err = fmt.Errorf("%w: more requests waited for an answer across a reconnection than a resume names (%d)", lockapi.ErrUnavailable, n)
+			cl.finish()
+		}
+		waited = waited[:min(n, len(waited))]
+		for _, id := range oneway[n-len(waited):] {
+			delete(c.pending, id) // nobody waits for its answer
+		}
+		oneway = oneway[:n-len(waited)]
+	}
+	ids := append(waited, oneway...)
+	slices.Sort(ids)
+	return ids
+}
+
+// attach makes cn the client's connection after its Welcome w to hello
+// id: a resumed session carries on (requests the agent had not read are
+// sent again, with new ids; the others it answers on cn, again if their
+// answers were lost); a new one replaces the old, whose locks are lost.
+func (c *Client) attach(cn *conn, i int, id uint64, w *wire.ClientWelcome, sent time.Time) {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		_ = cn.nc.Close()
+		return
+	}
+	c.lastReply, c.pushes, c.unacked, c.ackDue = id, 0, 0, false
 	if !w.Resumed {
 		if c.session != 0 {
 			c.dropSessionLocked(fmt.Errorf("%w: the agent no longer has the session", lockapi.ErrLockLost))
@@ -176,7 +227,7 @@ func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) 
 	var resend []*call
 	for _, cl := range c.pending {
 		if cl.sent && cl.id <= w.LastRequest {
-			continue // the agent has it; its answer comes on this connection
+			continue // the agent has it; its answer comes on this connection, again if it was lost
 		}
 		if cl.abandoned {
 			// Its caller gave up, and the agent never read it: nothing
@@ -192,12 +243,22 @@ func (c *Client) attach(cn *conn, i int, w *wire.ClientWelcome, sent time.Time) 
 		resend = append(resend, cl)
 	}
 	slices.SortFunc(resend, func(a, b *call) int { return cmpU64(a.id, b.id) })
+	for _, cl := range resend {
+		// A new id at once: the agent may answer the old one (a resume
+		// named it, and the agent never read it), and that answer is
+		// not this request's.
+		delete(c.pending, cl.id)
+		c.nextID++
+		cl.id = c.nextID
+		c.pending[cl.id] = cl
+	}
 	orphans := c.orphans
 	c.orphans = nil
 	c.cn = cn
 	close(c.up)
+	c.wg.Add(1)
 	c.mu.Unlock()
-	go cn.watch()
+	go func() { defer c.wg.Done(); cn.watch() }()
 	for _, cl := range resend {
 		if c.transmit(cn, cl, false) != nil {
 			return // connDown reconnects and sends them again
@@ -490,6 +551,20 @@ func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
 		c.mu.Unlock()
 		return errConnLost
 	}
+	if c.ackDue {
+		// Ahead of cl, in the same write: the reader that counted the
+		// frames never writes (a write may wait for the agent, which may
+		// wait for the client to read).
+		c.ackDue = false
+		c.nextID++
+		ack := newCall(c.nextID, &wire.ClientAck{Read: c.lastReply})
+		ack.oneway, ack.sent = true, true
+		c.pending[ack.id] = ack
+		cn.lastID = ack.id
+		if err := cn.queueLazyLocked(wire.Header{ID: ack.id}, ack.msg); err != nil {
+			delete(c.pending, ack.id)
+		}
+	}
 	if cl.id <= cn.lastID {
 		delete(c.pending, cl.id)
 		c.nextID++
@@ -509,6 +584,17 @@ func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
 // dispatch handles a frame from the agent: an answer to a call, or a
 // push. m is valid only during the call.
 func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
+	c.mu.Lock()
+	switch {
+	case h.Reply:
+		c.lastReply, c.pushes = h.ID, 0
+	case m.Type() == wire.TypeClientBlocking || m.Type() == wire.TypeClientLost:
+		c.pushes++ // the pushes the agent keeps; not a one-way ClientError
+	}
+	if c.unacked++; c.unacked >= ackEvery {
+		c.unacked, c.ackDue = 0, true
+	}
+	c.mu.Unlock()
 	if h.Reply {
 		c.answer(h.ID, m)
 		return
@@ -544,13 +630,28 @@ func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
 	}
 }
 
+// ackEvery is how many frames the client reads before it tells the agent
+// (ClientAck, which leaves with the next request): the agent keeps what
+// it sent until then, to give it again after a reconnection.
+const ackEvery = 64
+
+// ack makes the next request tell the agent what the client read, if it
+// read anything since it last did.
+func (c *Client) ack() {
+	c.mu.Lock()
+	if c.unacked > 0 {
+		c.unacked, c.ackDue = 0, true
+	}
+	c.mu.Unlock()
+}
+
 // answer hands the agent's answer to call id.
 func (c *Client) answer(id uint64, m wire.Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cl := c.pending[id]
-	if cl == nil {
-		return
+	if cl == nil || cl.done {
+		return // answered already: a resume may bring an answer again
 	}
 	if cl.oneway {
 		delete(c.pending, id)
@@ -616,6 +717,7 @@ func (c *Client) keepAlive() {
 		case <-time.After(every):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), every)
+		c.ack() // leaves with the keep-alive: an idle session's agent keeps little
 		_ = c.renew(ctx, 0)
 		cancel()
 	}

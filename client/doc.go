@@ -47,7 +47,10 @@
 //
 // A connection that drops is resumed with the same agent while the
 // client's trust lasts: the session, its locks and its waiting requests
-// carry on, and what the agent sent meanwhile arrives. If the agent cannot
+// carry on, and what the agent sent meanwhile arrives, with what the dead
+// connection swallowed (a grant, an unlock's answer, a blocking
+// notification, a lost lock): the client names what it read and what it
+// waits for, and the agent gives it again (client protocol 2). If the agent cannot
 // be reached in that time, its locks are lost, and the client opens a new
 // session with the next of its addresses for the requests that follow.
 package client

@@ -107,6 +107,9 @@ func (c *Config) Validate() error {
 			bad("%s must be positive", name)
 		}
 	}
+	if c.MaxPending > wire.MaxResumeWaiting {
+		bad("MaxPending must be at most %d (wire.MaxResumeWaiting): a resuming client names every request it waits for", wire.MaxResumeWaiting)
+	}
 	if c.MaxFrame < 1024 || c.MaxFrame > 1<<20 {
 		bad("MaxFrame must be in [1 KiB, 1 MiB], not %d", c.MaxFrame)
 	}

@@ -122,7 +122,7 @@ func (c *conn) hello() (*session, error) {
 	if err != nil {
 		return nil, c.unauthorized(err.Error())
 	}
-	if err := s.attach(c, h.ID, resumed); err != nil {
+	if err := s.attach(c, h.ID, hello, resumed); err != nil {
 		c.w.queue(wire.Header{}, errorMsg(err), true)
 		return nil, err
 	}

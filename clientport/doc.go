@@ -8,7 +8,12 @@
 // the agent the client is connected to, and end with it. A session
 // outlives its connection by up to its TTL: a client that reconnects in
 // time (ClientHello with the session's id and key) resumes it with its
-// locks, and receives what was sent to it meanwhile.
+// locks. A client of protocol 2 (the Go client) names in its hello the last
+// reply it read and the requests it still waits for, and receives again
+// what the dead connection swallowed: the session keeps a small note of
+// each frame sent until the client acknowledges it (ClientAck), and
+// rebuilds a grant from its lock's state. A protocol 1 client receives
+// what was sent while it was away.
 //
 // Every limit is enforced before the work it bounds, refused with a clear
 // error and counted in dlm_client_refused_total{reason}:
@@ -27,6 +32,11 @@
 //	protocol      a frame that does not decode, or breaks the protocol
 //	slow_client   more than Config.MaxOutbox bytes waiting for a client
 //	              that does not read
+//	unacknowledged  a protocol 2 session whose client did not acknowledge
+//	              what it read before the agent kept Config.MaxOutbox of
+//	              notes for it: the session ends
+//	unknown_request  a resume named a request the agent has no answer of
+//	              (answered with CodeUnknownRequest)
 //
 // A refused frame ends its connection (the frames after it cannot be
 // trusted to be in step); a refused request ends only itself.

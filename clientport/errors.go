@@ -33,6 +33,7 @@ var codes = []struct {
 	{dlm.ErrReentrantMode, wire.CodeInvalidArgument},
 	{dlm.ErrLimit, wire.CodeLimit},
 	{dlm.ErrUnavailable, wire.CodeUnavailable},
+	{errProtocolMismatch, wire.CodeProtocol},
 }
 
 // codeOf returns the code a client is told for err.

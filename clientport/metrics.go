@@ -19,15 +19,24 @@ const (
 	refusedUnauthorized = "unauthorized"
 	refusedProtocol     = "protocol"
 	refusedSlowClient   = "slow_client"
+	// refusedUnacknowledged: a protocol 2 session whose client does not
+	// acknowledge what it reads (ClientAck) ended once the agent kept
+	// MaxOutbox for it.
+	refusedUnacknowledged = "unacknowledged"
+	// refusedUnknownRequest: a resume named a request the agent has no
+	// answer of (CodeUnknownRequest).
+	refusedUnknownRequest = "unknown_request"
 )
 
 var refusedReasons = []string{refusedConnections, refusedLocks, refusedPending, refusedFrame,
-	refusedHandshake, refusedCertificate, refusedUnauthorized, refusedProtocol, refusedSlowClient}
+	refusedHandshake, refusedCertificate, refusedUnauthorized, refusedProtocol, refusedSlowClient,
+	refusedUnacknowledged, refusedUnknownRequest}
 
 type metrics struct {
 	connections prometheus.Gauge
 	sessions    prometheus.Gauge
 	resumed     prometheus.Counter
+	replayed    prometheus.Counter // requests resumes named as waited for
 	requests    [wire.NumTypes]prometheus.Counter
 	refused     map[string]prometheus.Counter
 	rejected    map[string]prometheus.Counter // frames, by wire.Reason
@@ -39,6 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_client_connections", Help: "Open client connections."}),
 		sessions:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_client_sessions", Help: "Client sessions, connected or waiting to be resumed."}),
 		resumed:     prometheus.NewCounter(prometheus.CounterOpts{Name: "dlm_client_sessions_resumed_total", Help: "Sessions resumed by a client that reconnected within their TTL."}),
+		replayed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dlm_client_resume_waiting_total", Help: "Requests that resuming clients (protocol 2) named as still waited for, each answered again or in time."}),
 		refused:     map[string]prometheus.Counter{},
 		rejected:    map[string]prometheus.Counter{},
 	}
@@ -61,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.rejected[r] = rejected.WithLabelValues(r)
 	}
 	var err error
-	m.group, err = promreg.Register(reg, m.connections, m.sessions, m.resumed, requests, refused, rejected)
+	m.group, err = promreg.Register(reg, m.connections, m.sessions, m.resumed, m.replayed, requests, refused, rejected)
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,8 @@ func (ss *session) handle(c *conn, id uint64, m wire.Message) error {
 		ss.acquire(id, m)
 	case *wire.ClientBye:
 		ss.bye(c, id)
+	case *wire.ClientAck:
+		ss.ack(id, m)
 	default:
 		return fmt.Errorf("a client does not send %v", m.Type())
 	}
@@ -336,10 +338,12 @@ func (ss *session) granted(id uint64, lk *dlm.Lock, note *blockNote, err error) 
 		ss.fail(id, err)
 		return
 	}
+	ss.replyGrant(id, lk, false)
 	if note != nil {
+		// After the grant: a notification about a lock the client has not
+		// been granted yet means nothing to it.
 		note.granted(lk.ID())
 	}
-	ss.replyGrant(id, lk, false)
 }
 
 // okMsg is every ClientOK: a message is only read, to be encoded.
@@ -592,12 +596,17 @@ func (ss *session) describe(id uint64, m *wire.ClientDescribe) {
 	if timeout == 0 {
 		timeout = int64(ss.ttl)
 	}
+	ss.describeIn(id, ls, m.Resource, timeout)
+}
+
+// describeIn answers request id with the description of resource in ls.
+func (ss *session) describeIn(id uint64, ls *dlm.Lockspace, resource string, timeout int64) {
 	ctx, err := ss.startOp(id, timeout)
 	if err != nil {
 		ss.fail(id, err)
 		return
 	}
-	resource := m.Resource
+	what := &described{lockspace: ls.Name(), resource: resource}
 	go func() {
 		defer ss.endOp(id)
 		rd, err := ls.Describe(ctx, resource)
@@ -605,7 +614,9 @@ func (ss *session) describe(id uint64, m *wire.ClientDescribe) {
 			ss.reply(id, errorMsg(err), true)
 			return
 		}
-		ss.reply(id, describedResource(rd, ss.srv.cfg.MaxFrame), true)
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		ss.sendNotedLocked(wire.Header{ID: id, Reply: true}, describedResource(rd, ss.srv.cfg.MaxFrame), true, what)
 	}()
 }
 

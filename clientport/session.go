@@ -25,20 +25,29 @@ type session struct {
 	ds  *dlm.Session
 	in  dlm.LockOption // dlm.InSession(ds), made once
 
-	mu      sync.Mutex
-	c       *conn                  // nil while the client is away
-	outbox  []byte                 // frames for the client while it is away
-	holds   map[uint64]*hold       // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
-	permits map[uint64]*dlm.Permit // permits of semaphores (ClientAcquire), by id; their locks are ds's
-	pending map[uint64]*op         // waiting requests, by request id
-	owners  map[ownerKey]*dlm.Owner
-	last    uint64 // highest request id read, hellos included: ids must go above it
+	// proto is the client protocol the session was opened with: 0 for
+	// protocol 1, or wire.ClientProtocol.
+	proto uint8
+
+	mu     sync.Mutex
+	c      *conn  // nil while the client is away
+	outbox []byte // protocol 1: frames for the client while it is away
+	kept   []kept // protocol 2: frames sent and not acknowledged (kept.go)
+	again  []kept // protocol 2: descriptions a resume asks again
+	// keptBytes approximates kept's size; past MaxOutbox the session ends.
+	keptBytes int
+	holds     map[uint64]*hold       // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
+	permits   map[uint64]*dlm.Permit // permits of semaphores (ClientAcquire), by id; their locks are ds's
+	pending   map[uint64]*op         // waiting requests, by request id
+	owners    map[ownerKey]*dlm.Owner
+	last      uint64 // highest request id read, hellos included: ids must go above it
 	// handled is the highest id of a request handled, which a Welcome
 	// reports: a hello is not one (its Welcome answers it), so that a
 	// client whose Welcome was lost does not take the requests it sent
 	// before for read.
 	handled uint64
 	over    bool // the session ended
+	giveUp  bool // the session is ending for what it kept (too much to send or keep)
 }
 
 type ownerKey struct {
@@ -86,7 +95,7 @@ func (s *Server) openSession(h *wire.ClientHello) (*session, bool, error) {
 	case ttl > s.cfg.MaxTTL:
 		ttl = s.cfg.MaxTTL
 	}
-	ss := &session{srv: s, id: random64(), key: random64(), ttl: ttl}
+	ss := &session{srv: s, id: random64(), key: random64(), ttl: ttl, proto: h.Version}
 	ds, err := s.node.NewSession(ttl, dlm.OnLockLost(ss.lockLost), dlm.OnSessionEnd(ss.ended))
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", errNoSession, err)
@@ -102,10 +111,19 @@ func random64() uint64 {
 	return binary.BigEndian.Uint64(b[:]) | 1
 }
 
-// attach makes c the session's connection and answers the ClientHello
-// (request id) with the Welcome, followed by whatever was queued while the
-// client was away.
-func (ss *session) attach(c *conn, id uint64, resumed bool) error {
+// errProtocolMismatch: a ClientHello resumes a session with another
+// protocol than the one that opened it.
+var errProtocolMismatch = errors.New("resume in another client protocol")
+
+// attach makes c the session's connection and answers the ClientHello h
+// (request id) with the Welcome, followed by whatever the client may have
+// missed: in protocol 2 what its hello asks for (replayLocked), in
+// protocol 1 whatever was queued while the client was away.
+func (ss *session) attach(c *conn, id uint64, h *wire.ClientHello, resumed bool) error {
+	if resumed && h.Version != ss.proto {
+		ss.srv.met.refused[refusedProtocol].Inc()
+		return fmt.Errorf("%w: session %x speaks protocol %d, the hello %d", errProtocolMismatch, ss.id, max(ss.proto, 1), max(h.Version, 1))
+	}
 	lease, err := ss.lease()
 	if err != nil {
 		return err // ending, or the agent has no quorum: nothing to trust
@@ -121,16 +139,21 @@ func (ss *session) attach(c *conn, id uint64, resumed bool) error {
 	}
 	ss.last = max(ss.last, id)
 	c.w.beginBatch()
-	c.w.queue(wire.Header{ID: id, Reply: true}, w, false)
-	if len(ss.outbox) > 0 {
-		c.w.queueRaw(ss.outbox)
-		ss.outbox = nil
+	if ss.proto == 0 {
+		c.w.queue(wire.Header{ID: id, Reply: true}, w, false)
+		if len(ss.outbox) > 0 {
+			c.w.queueRaw(ss.outbox)
+			ss.outbox = nil
+		}
+	} else {
+		ss.replayLocked(id, w, h)
 	}
 	ss.mu.Unlock()
 	c.w.endBatch()
 	if old != nil {
 		old.close() // a client that came back before its old connection was seen to die
 	}
+	ss.describeAgain()
 	return nil
 }
 
@@ -144,17 +167,42 @@ func (ss *session) detach(c *conn) {
 	ss.mu.Unlock()
 }
 
-// send queues a frame for the client: on its connection, or in the outbox
-// while it is away. block says the caller may write it itself.
+// send queues a frame for the client: on its connection, or (protocol 1)
+// in the outbox while it is away; a protocol 2 session keeps a note of it
+// too (kept.go). block says the caller may write it itself.
 func (ss *session) send(h wire.Header, m wire.Message, block bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.sendNotedLocked(h, m, block, nil)
+}
+
+// sendLocked is send for a caller that holds ss.mu.
+func (ss *session) sendLocked(h wire.Header, m wire.Message, block bool) {
+	ss.sendNotedLocked(h, m, block, nil)
+}
+
+// sendNotedLocked is sendLocked, with what a description's note needs.
+func (ss *session) sendNotedLocked(h wire.Header, m wire.Message, block bool, what *described) {
+	if ss.proto != 0 && !ss.over && !ss.giveUp {
+		if k, ok := noteOf(h, m); ok {
+			k.what = what
+			if !ss.keepLocked(k) {
+				// A client that does not acknowledge what it reads, or is
+				// away too long with too much happening: give it up.
+				ss.kept, ss.keptBytes, ss.giveUp = nil, 0, true
+				ss.srv.met.refused[refusedUnacknowledged].Inc()
+				ss.srv.log.Warn("client session ended: the agent keeps too much it sent the client and the client did not acknowledge",
+					"session", fmt.Sprintf("%x", ss.id), "limit", ss.srv.cfg.MaxOutbox)
+				go ss.end()
+			}
+		}
+	}
 	if ss.c != nil {
 		ss.c.w.queue(h, m, block)
 		return
 	}
-	if ss.over {
-		return
+	if ss.over || ss.proto != 0 {
+		return // protocol 2: given again when the client resumes
 	}
 	b, err := wire.AppendFrame(ss.outbox, h, m, &ss.srv.limits)
 	if err != nil {
@@ -215,6 +263,7 @@ func (ss *session) ended(why error) {
 	ss.over = true
 	c := ss.c
 	ss.outbox = nil
+	ss.kept, ss.keptBytes, ss.again = nil, 0, nil
 	holds := ss.holds
 	ss.holds = nil
 	ss.mu.Unlock()

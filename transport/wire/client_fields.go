@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/seed-a6839e30/dlm/modes"
+import (
+	"fmt"
+
+	"github.com/seed-a6839e30/dlm/modes"
+)
 
 // fieldReader reads the fields of a client message in order with a sticky
 // error: after the first failure every read returns a zero value, and err
@@ -101,4 +105,35 @@ func (f *fieldReader) bin(field string, max int) []byte {
 	v, err := f.r.bin(field, max)
 	f.err = err
 	return v
+}
+
+// ids reads an array of at most max ids into buf's storage; an empty
+// array reads as nil.
+func (f *fieldReader) ids(field string, max int, buf []uint64) []uint64 {
+	if f.err != nil {
+		return nil
+	}
+	n, err := f.r.arrayLen() // n ≤ bytes remaining: bounded before the make below
+	if err != nil {
+		f.err = err
+		return nil
+	}
+	if n > max {
+		f.err = fmt.Errorf("%w: %s: %d ids, limit %d", ErrInvalid, field, n, max)
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	if cap(buf) < n {
+		buf = make([]uint64, n)
+	}
+	buf = buf[:n]
+	for i := range buf {
+		if buf[i], err = f.r.uint64(); err != nil {
+			f.err = err
+			return nil
+		}
+	}
+	return buf
 }

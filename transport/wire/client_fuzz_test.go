@@ -80,3 +80,7 @@ func FuzzDecodeClientBye(f *testing.F) {
 func FuzzDecodeClientAcquire(f *testing.F) {
 	fuzzTarget(f, "FuzzDecodeClientAcquire", bodySeeds(TypeClientAcquire), decodeBodyOf(TypeClientAcquire))
 }
+
+func FuzzDecodeClientAck(f *testing.F) {
+	fuzzTarget(f, "FuzzDecodeClientAck", bodySeeds(TypeClientAck), decodeBodyOf(TypeClientAck))
+}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,7 +67,21 @@ func genClientMessage(t *rapid.T, l Limits, ty Type) Message {
 		if rapid.Bool().Draw(t, "resume") {
 			m.Session, m.Key = rapid.Uint64Min(1).Draw(t, "session"), rapid.Uint64Min(1).Draw(t, "key")
 		}
+		if rapid.Bool().Draw(t, "v2") {
+			m.Version = ClientProtocol
+			if m.Session != 0 {
+				m.Read = rapid.Uint64().Draw(t, "read")
+				m.Pushes = rapid.Uint64().Draw(t, "pushes")
+				ids := rapid.SliceOfNDistinct(rapid.Uint64Min(1), 0, 64, rapid.ID[uint64]).Draw(t, "waiting")
+				slices.Sort(ids)
+				if len(ids) > 0 {
+					m.Waiting = ids
+				}
+			}
+		}
 		return m
+	case TypeClientAck:
+		return &ClientAck{Read: rapid.Uint64Min(1).Draw(t, "read")}
 	case TypeClientWelcome:
 		return &ClientWelcome{Session: rapid.Uint64Min(1).Draw(t, "session"), Key: rapid.Uint64Min(1).Draw(t, "key"),
 			TTL: rapid.Int64Min(1).Draw(t, "ttl"), Lease: rapid.Int64Min(1).Draw(t, "lease"), Node: genName(MaxNodeName).Draw(t, "node"),
@@ -162,5 +177,31 @@ func TestClientSemaphoreSeedsFail(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The hand-made seeds of ClientHello and ClientAck fail the way they are
+// meant to: a resume that names a request twice, out of order, 0, or more
+// than MaxResumeWaiting is invalid; so are protocol versions this build
+// does not speak, which the error names.
+func TestClientResumeSeedsFail(t *testing.T) {
+	want := map[string]error{
+		"v2-duplicate-waiting": ErrInvalid, "v2-unsorted-waiting": ErrInvalid, "v2-zero-waiting": ErrInvalid,
+		"v2-too-many-waiting": ErrInvalid, "v2-bomb-waiting": ErrDeclaredLength, "v2-new-session-waits": ErrInvalid,
+		"v3-hello": ErrInvalid, "v1-version-field": ErrInvalid, "v2-eight-fields": ErrInvalid, "v2-pushes-new-session": ErrInvalid, "four-fields": ErrMalformed,
+		"v2-waiting-not-uint": ErrMalformed, "v2-waiting-map": ErrMalformed, "v2-read-without-resume": ErrInvalid,
+		"zero": ErrInvalid, "negative": ErrMalformed, "two": ErrMalformed,
+	}
+	for _, typ := range []Type{TypeClientHello, TypeClientAck} {
+		for name, body := range typeSeeds(typ) {
+			_, m, err := NewClientDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(typ), 0, body))
+			if m != nil || !errors.Is(err, want[name]) {
+				t.Errorf("%v seed %s: %v, %v; want %v", typ, name, m, err, want[name])
+			}
+		}
+	}
+	_, _, err := NewClientDecoder(DefaultLimits()).Decode(rawPayload(Version, byte(TypeClientHello), 0, typeSeeds(TypeClientHello)["v3-hello"]))
+	if err == nil || !strings.Contains(err.Error(), "speaks 1 (5 fields) and 2 (9 fields)") {
+		t.Errorf("a protocol 3 hello: %v, want the protocols this end speaks", err)
 	}
 }

@@ -39,9 +39,10 @@ const (
 	TypeClientLost      Type = 80 // one-way: a lock can no longer be trusted
 	TypeClientBye       Type = 81 // ends the session, releasing its locks
 	TypeClientAcquire   Type = 82 // permits of a semaphore, answered as a ClientLock
+	TypeClientAck       Type = 83 // protocol 2: the client read up to a reply; answered by ClientOK
 
 	// clientTypeEnd is one past the last client type.
-	clientTypeEnd Type = 83
+	clientTypeEnd Type = 84
 )
 
 // newClientMessage is newMessage for the client protocol's types.
@@ -85,6 +86,8 @@ func newClientMessage(t Type) Message {
 		return new(ClientBye)
 	case TypeClientAcquire:
 		return new(ClientAcquire)
+	case TypeClientAck:
+		return new(ClientAck)
 	}
 	return nil
 }
@@ -179,8 +182,12 @@ const (
 	CodeSessionEnded    ClientCode = 18 // the session expired or was closed
 	CodeWrongKind       ClientCode = 19 // locks on a semaphore, or permits on a locked name
 	CodePermitsMismatch ClientCode = 20 // permits asked with another count than the semaphore's
+	// CodeUnknownRequest answers a request id a resuming ClientHello names
+	// that the agent has no answer of: it read it, but never had it, or
+	// forgot its answer once acknowledged (ClientAck).
+	CodeUnknownRequest ClientCode = 21
 
-	codeEnd ClientCode = 21
+	codeEnd ClientCode = 22
 )
 
 // Valid reports whether c is one of the codes above.

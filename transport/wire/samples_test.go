@@ -134,7 +134,21 @@ func samples() []Message {
 			{Queue: QueueWaiting, Granted: modes.NL, Requested: modes.NL, Node: "node1", Lock: 4, Waited: 2e9, Count: 1},
 		}},
 		&ClientLock{Lockspace: "app", Resource: "orders/42", Mode: modes.PW, Flags: ClientFailFast | ClientTry},
+		&ClientHello{Name: "worker-7", Token: "s3cret", TTL: 10e9, Version: ClientProtocol},
+		&ClientHello{Name: "worker-7", TTL: 10e9, Session: 0x5eed, Key: 0xfeed, Version: ClientProtocol, Read: 7, Pushes: 2, Waiting: []uint64{2, 5, 6}},
+		&ClientHello{Session: ^uint64(0), Key: ^uint64(0), Version: ClientProtocol, Read: ^uint64(0), Pushes: ^uint64(0), Waiting: manyIDs(MaxResumeWaiting)},
+		&ClientAck{Read: 7},
+		&ClientAck{Read: ^uint64(0)},
 	}
+}
+
+// manyIDs returns n increasing request ids, the widest encodings among them.
+func manyIDs(n int) []uint64 {
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = 1<<40 + uint64(i)
+	}
+	return ids
 }
 
 // sampleDescribed are described locks on each queue, one of them permits,
@@ -268,6 +282,32 @@ func typeSeeds(t Type) map[string][]byte {
 			"count-over-permits":     cat([]byte{0x98, 0xa1, 'm', mpTrue, mpNil, 0, 0, 2, 0, 0x91}, lock[:len(lock)-1], []byte{3}),
 			"lock-without-node":      cat(head, []byte{0x91, 0x9a, 1, 3, 3, 0xa0, 1, 0, 0, 0, 0, 0}),
 			"old-three-field-lock":   cat(head, []byte{0x91, 0x93, 1, 3, 3}),
+		}
+	case TypeClientHello:
+		v2 := func(read byte, waiting ...byte) []byte {
+			return cat([]byte{0x99, 0xa0, 0xa0, 0, 1, 1, ClientProtocol, read, 0}, waiting)
+		}
+		return map[string][]byte{
+			"v2-duplicate-waiting":   v2(9, 0x93, 2, 5, 5),
+			"v2-unsorted-waiting":    v2(9, 0x92, 5, 2),
+			"v2-zero-waiting":        v2(9, 0x91, 0),
+			"v2-too-many-waiting":    (&ClientHello{Session: 1, Key: 1, Version: ClientProtocol, Read: 1, Waiting: manyIDs(MaxResumeWaiting + 1)}).appendBody(nil),
+			"v2-bomb-waiting":        cat(v2(9), bomb),
+			"v2-new-session-waits":   {0x99, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 0, 0, 0x91, 1},
+			"v3-hello":               {0x9a, 0xa0, 0xa0, 0, 0, 0, 3, 0, 0, 0x90, 0},
+			"v1-version-field":       {0x99, 0xa0, 0xa0, 0, 0, 0, 1, 0, 0, 0x90},
+			"v2-eight-fields":        {0x98, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 0, 0x90},
+			"v2-pushes-new-session":  {0x99, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 0, 3, 0x90},
+			"four-fields":            {0x94, 0xa0, 0xa0, 0, 0},
+			"v2-waiting-not-uint":    v2(9, 0x91, 0xa1, 'x'),
+			"v2-waiting-map":         v2(9, 0x81, 1, 2),
+			"v2-read-without-resume": {0x99, 0xa0, 0xa0, 0, 0, 0, ClientProtocol, 5, 0, 0x90},
+		}
+	case TypeClientAck:
+		return map[string][]byte{
+			"zero":     {0x91, 0},
+			"negative": {0x91, 0xff},
+			"two":      {0x92, 1, 2},
 		}
 	case TypeClientAcquire:
 		return map[string][]byte{
