@@ -22,27 +22,29 @@ import (
 type conn struct {
 	srv *Server
 	tcp net.Conn // the accepted connection
-	// nc is what frames are read from and written to: tcp as netConn
+	// w.nc is what frames are read from and written to: tcp as netConn
 	// sees it, or TLS over tcp.
-	nc  net.Conn
-	fr  *transport.FrameReader // nil while parked
-	dec *wire.Decoder          // nil while parked
-	w   writer
-	s   *session
-	// idle is the read idle timeout once the session is in.
-	idle time.Duration
+	w  writer
+	rd *reading // nil while parked
+	s  *session
 
-	// parkable says the reader may park the connection (it is watched by
-	// the server's poller). read and used are the bytes read from the
-	// socket and the bytes of the frames taken: while they are equal,
-	// nothing is buffered. The reader's alone.
-	parkable   bool
-	read, used int64
 	// wait is where the reader is as the poller's sweeps see it:
 	// waitNone, or blocked between frames (waitBlocked), seen so by a
 	// sweep (waitSeen), interrupted to park (waitPark).
 	wait atomic.Int32
-	poll pollState // guarded by the poller's mu
+	// buffered is how many bytes read from the socket are not yet taken
+	// as frames: the reader parks only with none. The reader's alone, as
+	// is parkable: the reader may park (the poller watches it).
+	buffered int32
+	parkable bool
+	poll     pollState // guarded by the poller's mu
+}
+
+// reading is what a connection needs only while a goroutine reads it: a
+// parked one gives it back to its server.
+type reading struct {
+	fr  *transport.FrameReader
+	dec *wire.Decoder
 }
 
 const (
@@ -57,8 +59,7 @@ var errPark = errors.New("idle: parked")
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{srv: s, tcp: nc}
-	c.nc = (*netConn)(c)
-	c.w = writer{nc: c.nc, limits: &s.limits, max: s.cfg.MaxOutbox, slow: c.slow}
+	c.w = writer{nc: (*netConn)(c), limits: &s.limits, max: s.cfg.MaxOutbox, slow: c.slow}
 	if tc, ok := nc.(*net.TCPConn); ok && s.tls == nil {
 		c.w.raw, _ = tc.SyscallConn()
 	}
@@ -75,7 +76,7 @@ func (c *conn) slow() {
 // close ends the connection; its session, if any, waits to be resumed.
 func (c *conn) close() {
 	c.w.stop()
-	_ = c.nc.Close()
+	_ = c.w.nc.Close()
 }
 
 // serve runs a new connection: TLS, the ClientHello, then requests until
@@ -92,7 +93,7 @@ func (c *conn) serve() {
 // in.
 func (c *conn) open() bool {
 	start := time.Now()
-	_ = c.nc.SetDeadline(start.Add(c.srv.cfg.HelloTimeout))
+	_ = c.w.nc.SetDeadline(start.Add(c.srv.cfg.HelloTimeout))
 	if c.srv.tls != nil {
 		tc := tls.Server(c.tcp, c.srv.tls)
 		ctx, cancel := context.WithDeadline(c.srv.ctx, start.Add(c.srv.cfg.HelloTimeout))
@@ -105,7 +106,6 @@ func (c *conn) open() bool {
 			c.srv.log.Info("client refused: TLS handshake failed", "remote", c.remote(), "err", err)
 			return false
 		}
-		c.nc = tc
 		c.w.nc = tc
 		if err := c.srv.clientCert(tc.ConnectionState()); err != nil {
 			c.srv.met.refused[refusedCertificate].Inc()
@@ -114,32 +114,33 @@ func (c *conn) open() bool {
 			return false
 		}
 	}
-	c.fr, c.dec = c.srv.frameReader(c.nc, 0), c.srv.decoder()
-	s, err := c.hello()
-	if err != nil {
+	c.rd = c.srv.reading(c.w.nc, 0)
+	if _, err := c.hello(); err != nil {
 		return false
 	}
-	_ = c.nc.SetDeadline(time.Time{})
-	// A client keeps alive at least every TTL/3; silence for longer than
-	// the TTL means it is gone, and its session is left to expire.
-	c.idle = s.ttl + c.srv.cfg.HelloTimeout
-	c.fr.SetIdle(c.idle)
+	_ = c.w.nc.SetDeadline(time.Time{})
+	c.rd.fr.SetIdle(c.idle())
 	// TLS may hold decrypted bytes its socket no longer shows: only a
 	// plain connection is watched.
 	c.parkable = c.srv.tls == nil && c.srv.poll.watch(c)
 	return true
 }
 
+// idle is the read idle timeout once the session is in. A client keeps
+// alive at least every TTL/3; silence for longer than the TTL means it
+// is gone, and its session is left to expire.
+func (c *conn) idle() time.Duration { return c.s.ttl + c.srv.cfg.HelloTimeout }
+
 // run reads and handles requests until the connection ends, or until it
 // parks (the poller then starts run again once there is something to
 // read, or the connection is closed).
 func (c *conn) run(fresh bool) {
-	if c.fr == nil {
-		c.fr, c.dec = c.srv.frameReader(c.nc, c.idle), c.srv.decoder()
+	if c.rd == nil {
+		c.rd = c.srv.reading(c.w.nc, c.idle())
 	}
 	// A connection whose Welcome left with nothing more to read parks at
 	// once: the client's next request comes at its program's pace.
-	if fresh && c.parkable && c.read == c.used && c.park() {
+	if fresh && c.parkable && c.buffered == 0 && c.park() {
 		return
 	}
 	if c.loop(c.s) {
@@ -152,14 +153,14 @@ func (c *conn) run(fresh bool) {
 // buffer and decoder, and reports whether it did; if so, the caller's
 // goroutine must leave c alone, as another may be reading it already.
 func (c *conn) park() bool {
-	fr, dec := c.fr, c.dec
-	c.fr, c.dec = nil, nil
+	rd := c.rd
+	c.rd = nil
 	c.w.trim()
 	if !c.srv.poll.park(c) {
-		c.fr, c.dec = fr, dec
+		c.rd = rd
 		return false
 	}
-	c.srv.putReader(fr, dec)
+	c.srv.putReading(rd)
 	return true
 }
 
@@ -171,9 +172,9 @@ func (c *conn) end() {
 	}
 	c.close()
 	c.srv.poll.forget(c)
-	if c.fr != nil {
-		c.srv.putReader(c.fr, c.dec)
-		c.fr, c.dec = nil, nil
+	if c.rd != nil {
+		c.srv.putReading(c.rd)
+		c.rd = nil
 	}
 	c.srv.ended(c)
 }
@@ -182,7 +183,7 @@ func (c *conn) end() {
 // read taken) it lets the poller's sweeps see it blocked, and returns
 // errPark once interrupted to park.
 func (c *conn) readSocket(p []byte) (int, error) {
-	between := c.parkable && c.read == c.used
+	between := c.parkable && c.buffered == 0
 	if between {
 		c.wait.Store(waitBlocked)
 	}
@@ -190,7 +191,7 @@ func (c *conn) readSocket(p []byte) (int, error) {
 	if between && c.wait.Swap(waitNone) == waitPark && n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 		return 0, errPark
 	}
-	c.read += int64(n)
+	c.buffered += int32(n)
 	return n, err
 }
 
@@ -222,7 +223,7 @@ func (n *netConn) SetWriteDeadline(t time.Time) error { return n.tcp.SetWriteDea
 // hello reads and answers the ClientHello, which must come first and
 // within HelloTimeout.
 func (c *conn) hello() (*session, error) {
-	payload, err := c.fr.Next()
+	payload, err := c.rd.fr.Next()
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
@@ -233,8 +234,8 @@ func (c *conn) hello() (*session, error) {
 		c.badFrame(err)
 		return nil, err
 	}
-	c.used += int64(wire.PrefixSize + len(payload))
-	h, m, err := c.dec.Decode(payload)
+	c.buffered -= int32(wire.PrefixSize + len(payload))
+	h, m, err := c.rd.dec.Decode(payload)
 	if err != nil {
 		c.badFrame(err)
 		return nil, err
@@ -273,7 +274,7 @@ func (c *conn) unauthorized(why string) error {
 // read leave in one write. It reports whether it parked the connection.
 func (c *conn) loop(s *session) bool {
 	for {
-		payload, err := c.fr.Next()
+		payload, err := c.rd.fr.Next()
 		if errors.Is(err, errPark) {
 			if c.park() {
 				return true
@@ -286,8 +287,8 @@ func (c *conn) loop(s *session) bool {
 			}
 			return false
 		}
-		c.used += int64(wire.PrefixSize + len(payload))
-		h, m, err := c.dec.Decode(payload)
+		c.buffered -= int32(wire.PrefixSize + len(payload))
+		h, m, err := c.rd.dec.Decode(payload)
 		if err != nil {
 			c.badFrame(err)
 			return false
@@ -298,7 +299,7 @@ func (c *conn) loop(s *session) bool {
 		}
 		c.w.beginBatch()
 		err = s.handle(c, h.ID, m)
-		if !c.fr.Buffered() || err != nil {
+		if !c.rd.fr.Buffered() || err != nil {
 			c.w.endBatch()
 		}
 		if err != nil {

@@ -42,8 +42,7 @@ type Server struct {
 	// where it cannot, or with ParkAfter 0); readers and decoders are the
 	// buffers parked connections gave back.
 	poll     *poller
-	readers  sync.Pool // *transport.FrameReader of ReadBuffer bytes, reading nothing
-	decoders sync.Pool // *wire.Decoder of the client protocol
+	readings sync.Pool // *reading, its frame reader reading nothing
 
 	mu       sync.Mutex
 	caches   map[string]*dlm.Cache // the shared-lock cache of each lockspace, made on first use
@@ -172,28 +171,20 @@ func (s *Server) ended(c *conn) {
 // read, or it was closed.
 func (s *Server) wake(c *conn) { go c.run(false) }
 
-// frameReader returns a frame reader of nc, a parked connection's if one
-// is free.
-func (s *Server) frameReader(nc net.Conn, idle time.Duration) *transport.FrameReader {
-	if fr, ok := s.readers.Get().(*transport.FrameReader); ok {
-		fr.Reset(nc, idle)
-		return fr
+// reading returns a frame reader of nc and a decoder, a parked
+// connection's if one is free.
+func (s *Server) reading(nc net.Conn, idle time.Duration) *reading {
+	if rd, ok := s.readings.Get().(*reading); ok {
+		rd.fr.Reset(nc, idle)
+		return rd
 	}
-	return transport.NewFrameReader(nc, idle, &s.limits, s.cfg.ReadBuffer)
+	return &reading{fr: transport.NewFrameReader(nc, idle, &s.limits, s.cfg.ReadBuffer), dec: wire.NewClientDecoder(s.limits)}
 }
 
-func (s *Server) decoder() *wire.Decoder {
-	if d, ok := s.decoders.Get().(*wire.Decoder); ok {
-		return d
-	}
-	return wire.NewClientDecoder(s.limits)
-}
-
-// putReader keeps a reader and a decoder a connection no longer needs.
-func (s *Server) putReader(fr *transport.FrameReader, dec *wire.Decoder) {
-	fr.Reset(nil, 0)
-	s.readers.Put(fr)
-	s.decoders.Put(dec)
+// putReading keeps what a connection no longer reads with.
+func (s *Server) putReading(rd *reading) {
+	rd.fr.Reset(nil, 0)
+	s.readings.Put(rd)
 }
 
 // refuse tells a connection the agent will not serve it, as well as a
