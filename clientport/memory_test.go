@@ -20,7 +20,8 @@ import (
 )
 
 // The memory benchmarks measure what an agent keeps per idle client
-// session and per lock a client holds. The clients are a process of their
+// session and per lock a client holds, once the idle connections have
+// parked (poller_linux.go). The clients are a process of their
 // own (this test binary in helper mode), so that the agent's process holds
 // only the agent's side. Run them once each:
 //
@@ -136,6 +137,14 @@ func measureSessions(b *testing.B, sessions, locks int) (heap, stacks int64) {
 		b.Fatalf("helper: %q %v", line, err)
 	}
 	for p.srv.Sessions() < sessions {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Idle connections park (Linux): measure once they all have, as an
+	// agent with idle clients is.
+	for deadline := time.Now().Add(30 * time.Second); p.srv.poll != nil && p.srv.poll.parkedConns() < sessions; {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d connections parked after 30 s", p.srv.poll.parkedConns(), sessions)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	heap1, stack1 := agentMemory()
