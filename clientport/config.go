@@ -60,6 +60,15 @@ type Config struct {
 	// how long it outlives a client that stopped keeping it alive, or a
 	// dropped connection. 10 s rides out a short network blip.
 	DefaultTTL time.Duration
+	// ParkAfter is how long a plain (not TLS) connection stays silent
+	// between frames before its reading goroutine hands it to the agent's
+	// poller and exits, on Linux: an idle connection then costs the
+	// agent its books, not a goroutine's stack and a read buffer. It parks
+	// after between ParkAfter and twice it, or at once after its Welcome
+	// if nothing more came. A second is long against a request's round
+	// trip, so busy connections do not park, and short against the
+	// keep-alives (every TTL/3), so idle ones do. 0 never parks.
+	ParkAfter time.Duration
 	// MinTTL and MaxTTL bound the TTL a client may ask for: below a second
 	// keep-alives would be all a client does; past five minutes a dead
 	// client's locks wait too long.
@@ -81,6 +90,7 @@ func DefaultConfig() Config {
 		ReadBuffer:     512,
 		MaxOutbox:      4 << 20,
 		HelloTimeout:   5 * time.Second,
+		ParkAfter:      time.Second,
 		DefaultTTL:     10 * time.Second,
 		MinTTL:         time.Second,
 		MaxTTL:         5 * time.Minute,
@@ -121,6 +131,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HelloTimeout <= 0 {
 		bad("HelloTimeout must be positive")
+	}
+	if c.ParkAfter < 0 {
+		bad("ParkAfter must not be negative (0 never parks)")
 	}
 	if c.MinTTL <= 0 || c.MinTTL > c.MaxTTL || c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL {
 		bad("need 0 < MinTTL ≤ DefaultTTL ≤ MaxTTL")

@@ -15,6 +15,18 @@
 // rebuilds a grant from its lock's state. A protocol 1 client receives
 // what was sent while it was away.
 //
+// An idle connection costs the agent its books, not a goroutine: on Linux
+// a plain (not TLS) connection whose reader has been blocked between
+// frames for Config.ParkAfter, or that has nothing more to read after its
+// Welcome, is parked: one goroutine per server watches every parked
+// socket with epoll and starts a reader again when one has something to
+// read or was hung up. Writes to a parked connection (grants, blocking
+// notifications, lost locks) go out as to any other; its session's TTL
+// and keep-alives are the session's, not the reader's. A TLS connection
+// keeps its reader (crypto/tls may hold bytes its socket no longer
+// shows), as does every connection on other systems.
+// dlm_client_connections_parked counts the parked ones.
+//
 // Every limit is enforced before the work it bounds, refused with a clear
 // error and counted in dlm_client_refused_total{reason}:
 //

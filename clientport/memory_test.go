@@ -2,6 +2,8 @@ package clientport
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -15,12 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/internal/certs"
 	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
 // The memory benchmarks measure what an agent keeps per idle client
-// session and per lock a client holds. The clients are a process of their
+// session and per lock a client holds, once the idle connections have
+// parked (poller_linux.go). The clients are a process of their
 // own (this test binary in helper mode), so that the agent's process holds
 // only the agent's side. Run them once each:
 //
@@ -38,8 +43,20 @@ func helperMain() int {
 	l := wire.DefaultLimits()
 	conns := make([]net.Conn, 0, sessions)
 	var buf []byte
+	var tcfg *tls.Config
+	if pem := os.Getenv("DLM_HELPER_TLS"); pem != "" {
+		var err error
+		if tcfg, err = helperTLS(pem); err != nil {
+			fmt.Println("tls:", err)
+			return 1
+		}
+	}
 	for s := range sessions {
 		nc, err := net.Dial("tcp", addr)
+		if err == nil && tcfg != nil {
+			tc := tls.Client(nc, tcfg)
+			nc, err = tc, tc.Handshake()
+		}
 		if err != nil {
 			fmt.Println("dial:", err)
 			return 1
@@ -91,6 +108,23 @@ func helperMain() int {
 	return 0
 }
 
+// helperTLS is the client side of BenchmarkIdleSessionsTLS: the PEM
+// blocks of the CA, the client's certificate and its key, separated by
+// "|" (which PEM never holds).
+func helperTLS(pems string) (*tls.Config, error) {
+	parts := strings.SplitN(pems, "|", 3)
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("want 3 PEM parts, have %d", len(parts))
+	}
+	kp, err := tls.X509KeyPair([]byte(parts[1]), []byte(parts[2]))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(parts[0]))
+	return (&transport.TLSConfig{Certificate: kp, CAs: pool}).ClientConfig()
+}
+
 // agentMemory is what the process holds: live heap and goroutine stacks.
 func agentMemory() (heap, stacks uint64) {
 	runtime.GC()
@@ -103,11 +137,25 @@ func agentMemory() (heap, stacks uint64) {
 // measureSessions starts a helper holding sessions×locks against a
 // one-node agent and returns the agent's growth in heap and stacks.
 func measureSessions(b *testing.B, sessions, locks int) (heap, stacks int64) {
-	p := startPort(b, 1, func(c *Config) { c.MaxConnections, c.MaxLocks = sessions+10, locks+10 })
+	return measureSessionsTLS(b, sessions, locks, false)
+}
+
+// measureSessionsTLS is measureSessions, with mutual TLS on the port if
+// withTLS.
+func measureSessionsTLS(b *testing.B, sessions, locks int, withTLS bool) (heap, stacks int64) {
+	var agentTLS *transport.TLSConfig
+	var helperPEM string
+	if withTLS {
+		agentTLS, helperPEM = benchPKI(b)
+	}
+	p := startPort(b, 1, func(c *Config) { c.MaxConnections, c.MaxLocks, c.TLS = sessions+10, locks+10, agentTLS })
 	heap0, stack0 := agentMemory()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "DLM_HELPER_ADDR="+p.addr,
 		"DLM_HELPER_SESSIONS="+strconv.Itoa(sessions), "DLM_HELPER_LOCKS="+strconv.Itoa(locks))
+	if withTLS {
+		cmd.Env = append(cmd.Env, "DLM_HELPER_TLS="+helperPEM)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -138,6 +186,14 @@ func measureSessions(b *testing.B, sessions, locks int) (heap, stacks int64) {
 	for p.srv.Sessions() < sessions {
 		time.Sleep(10 * time.Millisecond)
 	}
+	// Idle connections park (Linux): measure once they all have, as an
+	// agent with idle clients is.
+	for deadline := time.Now().Add(30 * time.Second); !withTLS && p.srv.poll != nil && p.srv.poll.parkedConns() < sessions; {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d connections parked after 30 s", p.srv.poll.parkedConns(), sessions)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	heap1, stack1 := agentMemory()
 	if path := os.Getenv("DLM_HEAP_PROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
@@ -158,6 +214,43 @@ func BenchmarkIdleSessions(b *testing.B) {
 	b.ReportMetric(float64(heap)/sessions, "heap-B/session")
 	b.ReportMetric(float64(stacks)/sessions, "stack-B/session")
 	b.ReportMetric(float64(heap+stacks)/sessions, "B/session")
+}
+
+// BenchmarkIdleSessionsTLS: BenchmarkIdleSessions over mutual TLS, whose
+// connections keep their reader goroutine (they are never parked).
+func BenchmarkIdleSessionsTLS(b *testing.B) {
+	const sessions = 10000
+	heap, stacks := measureSessionsTLS(b, sessions, 0, true)
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(heap)/sessions, "heap-B/session")
+	b.ReportMetric(float64(stacks)/sessions, "stack-B/session")
+	b.ReportMetric(float64(heap+stacks)/sessions, "B/session")
+}
+
+// benchPKI makes a cluster's CA, the agent's node certificate and a
+// client certificate, and returns the agent's TLS configuration and the
+// helper's PEM blocks (see helperTLS).
+func benchPKI(b *testing.B) (*transport.TLSConfig, string) {
+	ca, caPEM, _, err := certs.NewCA("bench", time.Hour, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodeCert, nodeKey, _, err := ca.Issue(transport.Identity{Cluster: "bench", Role: transport.RoleNode, Name: "agent"}, nil, time.Hour, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	clientCert, clientKey, _, err := ca.Issue(transport.Identity{Cluster: "bench", Role: transport.RoleClient, Name: "helper"}, nil, time.Hour, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	kp, err := tls.X509KeyPair(nodeCert, nodeKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return &transport.TLSConfig{Certificate: kp, CAs: pool}, string(caPEM) + "|" + string(clientCert) + "|" + string(clientKey)
 }
 
 // BenchmarkClientLocks: 1,000,000 EX locks held by 100 client sessions on

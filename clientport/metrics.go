@@ -34,6 +34,7 @@ var refusedReasons = []string{refusedConnections, refusedLocks, refusedPending, 
 
 type metrics struct {
 	connections prometheus.Gauge
+	parked      prometheus.Gauge
 	sessions    prometheus.Gauge
 	resumed     prometheus.Counter
 	replayed    prometheus.Counter // requests resumes named as waited for
@@ -46,11 +47,13 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_client_connections", Help: "Open client connections."}),
-		sessions:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_client_sessions", Help: "Client sessions, connected or waiting to be resumed."}),
-		resumed:     prometheus.NewCounter(prometheus.CounterOpts{Name: "dlm_client_sessions_resumed_total", Help: "Sessions resumed by a client that reconnected within their TTL."}),
-		replayed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dlm_client_resume_waiting_total", Help: "Requests that resuming clients (protocol 2) named as still waited for, each answered again or in time."}),
-		refused:     map[string]prometheus.Counter{},
-		rejected:    map[string]prometheus.Counter{},
+		parked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_client_connections_parked",
+			Help: "Idle client connections watched by the agent's poller: no goroutine reads them until they have something to read."}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dlm_client_sessions", Help: "Client sessions, connected or waiting to be resumed."}),
+		resumed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dlm_client_sessions_resumed_total", Help: "Sessions resumed by a client that reconnected within their TTL."}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "dlm_client_resume_waiting_total", Help: "Requests that resuming clients (protocol 2) named as still waited for, each answered again or in time."}),
+		refused:  map[string]prometheus.Counter{},
+		rejected: map[string]prometheus.Counter{},
 	}
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dlm_client_requests_total", Help: "Client requests, by type.",
@@ -71,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.rejected[r] = rejected.WithLabelValues(r)
 	}
 	var err error
-	m.group, err = promreg.Register(reg, m.connections, m.sessions, m.resumed, m.replayed, requests, refused, rejected)
+	m.group, err = promreg.Register(reg, m.connections, m.parked, m.sessions, m.resumed, m.replayed, requests, refused, rejected)
 	if err != nil {
 		return nil, err
 	}

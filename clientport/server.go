@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed-a6839e30/dlm/dlm"
+	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
@@ -37,13 +38,19 @@ type Server struct {
 
 	holdIDs atomic.Uint64 // ids of cache holds: high bit set, apart from lock ids
 
+	// poll watches idle connections so that they need no goroutine (nil
+	// where it cannot, or with ParkAfter 0); readers and decoders are the
+	// buffers parked connections gave back.
+	poll     *poller
+	readings sync.Pool // *reading, its frame reader reading nothing
+
 	mu       sync.Mutex
 	caches   map[string]*dlm.Cache // the shared-lock cache of each lockspace, made on first use
 	sessions map[uint64]*session
-	conns    map[*conn]struct{}
+	conns    map[*conn]struct{} // open, parked or not
 	lns      map[net.Listener]struct{}
 	closed   bool
-	wg       sync.WaitGroup // connections and the requests they wait on
+	wg       sync.WaitGroup // connections (from accept to their end) and the requests they wait on
 }
 
 // ErrServerClosed is returned by Serve once Close was called.
@@ -73,6 +80,7 @@ func New(cfg Config) (*Server, error) {
 		s.cluster = id.Cluster
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.poll = newPoller(cfg.ParkAfter, s.wake, s.log, met.parked)
 	return s, nil
 }
 
@@ -146,15 +154,37 @@ func (s *Server) accept(nc net.Conn) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.met.connections.Inc()
-	go func() {
-		defer s.wg.Done()
-		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.nconns.Add(-1)
-		s.met.connections.Dec()
-	}()
+	go c.serve()
+}
+
+// ended forgets a connection that ended.
+func (s *Server) ended(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.nconns.Add(-1)
+	s.met.connections.Dec()
+	s.wg.Done()
+}
+
+// wake starts a reader for a parked connection: it has something to
+// read, or it was closed.
+func (s *Server) wake(c *conn) { go c.run(false) }
+
+// reading returns a frame reader of nc and a decoder, a parked
+// connection's if one is free.
+func (s *Server) reading(nc net.Conn, idle time.Duration) *reading {
+	if rd, ok := s.readings.Get().(*reading); ok {
+		rd.fr.Reset(nc, idle)
+		return rd
+	}
+	return &reading{fr: transport.NewFrameReader(nc, idle, &s.limits, s.cfg.ReadBuffer), dec: wire.NewClientDecoder(s.limits)}
+}
+
+// putReading keeps what a connection no longer reads with.
+func (s *Server) putReading(rd *reading) {
+	rd.fr.Reset(nil, 0)
+	s.readings.Put(rd)
 }
 
 // refuse tells a connection the agent will not serve it, as well as a
@@ -183,7 +213,8 @@ func (s *Server) isClosed() bool {
 }
 
 // Close stops accepting, ends every session (its locks released, its
-// waiting requests failed) and every connection, and waits for them.
+// waiting requests failed) and every connection, and waits for them and
+// the poller of idle connections.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -213,9 +244,10 @@ func (s *Server) Close() error {
 		_ = c.Close()
 	}
 	for _, c := range conns {
-		c.close()
+		c.close() // a parked one gets a reader, which ends it
 	}
 	s.wg.Wait()
+	s.poll.close()
 	s.met.group.Unregister()
 	return nil
 }

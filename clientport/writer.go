@@ -188,3 +188,14 @@ func (w *writer) stop() {
 	w.buf, w.spare = nil, nil
 	w.mu.Unlock()
 }
+
+// trim lets go of the spare buffer and an empty queue's: the connection
+// is going idle.
+func (w *writer) trim() {
+	w.mu.Lock()
+	w.spare = nil
+	if len(w.buf) == 0 && !w.flushing {
+		w.buf = nil
+	}
+	w.mu.Unlock()
+}

@@ -51,34 +51,167 @@ type Session struct {
 	mu        sync.Mutex
 	locks     map[uint64]*Lock // by id
 	leaseEnds time.Time
-	timer     *time.Timer
-	lost      chan struct{}
-	err       error // why the session ended; nil while it lives
+	// due is when the node's lease clock next looks at the session (its
+	// lease's end as last scheduled, a renewal only moves leaseEnds
+	// later), and at its place in the clock's heap, plus one; 0 once
+	// ended. Guarded by the node's sessions.mu.
+	due  time.Duration
+	at   int32
+	lost chan struct{}
+	err  error // why the session ended; nil while it lives
 }
 
 // ErrSessionEnded: the session was closed or expired; it takes no new
 // locks and cannot be renewed. Err says which.
 var ErrSessionEnded = errors.New("dlm: session ended")
 
-// sessions are the node's live sessions, so that they end with the node.
+// sessions are the node's live sessions, so that they end with the node,
+// and their lease clock: one timer for all of them, at the earliest lease
+// end of a heap of sessions, where a timer each would cost a session more
+// than all its other books. A renewal does not touch the heap: when a
+// session's old end comes, the clock finds it renewed and puts it back at
+// its new end.
 type sessions struct {
-	mu  sync.Mutex
-	all map[*Session]struct{}
+	mu     sync.Mutex
+	all    map[*Session]struct{}
+	heap   []*Session // by due; Session.at is the place
+	base   time.Time  // dues are durations since base (monotonic)
+	timer  *time.Timer
+	firing bool // timer is set, at heap[0].due
 }
 
-func (ss *sessions) add(s *Session) {
+func (ss *sessions) add(s *Session, leaseEnds time.Time) {
 	ss.mu.Lock()
 	if ss.all == nil {
 		ss.all = map[*Session]struct{}{}
+		ss.base = time.Now()
 	}
 	ss.all[s] = struct{}{}
+	ss.scheduleLocked(s, leaseEnds)
 	ss.mu.Unlock()
 }
 
 func (ss *sessions) remove(s *Session) {
 	ss.mu.Lock()
 	delete(ss.all, s)
+	if s.at > 0 {
+		ss.removeAt(int(s.at - 1))
+		ss.armLocked()
+	}
 	ss.mu.Unlock()
+}
+
+// schedule has the clock look at s again at end. Caller holds s.mu, with
+// s alive.
+func (ss *sessions) schedule(s *Session, end time.Time) {
+	ss.mu.Lock()
+	ss.scheduleLocked(s, end)
+	ss.mu.Unlock()
+}
+
+func (ss *sessions) scheduleLocked(s *Session, end time.Time) {
+	if ss.all == nil {
+		return // the node closed
+	}
+	s.due = end.Sub(ss.base)
+	if s.at > 0 {
+		ss.up(ss.down(int(s.at - 1)))
+	} else {
+		s.at = int32(len(ss.heap) + 1)
+		ss.heap = append(ss.heap, s)
+		ss.up(len(ss.heap) - 1)
+	}
+	ss.armLocked()
+}
+
+// armLocked sets the timer for the heap's first session.
+func (ss *sessions) armLocked() {
+	if len(ss.heap) == 0 {
+		if ss.firing {
+			ss.timer.Stop()
+			ss.firing = false
+		}
+		return
+	}
+	d := ss.heap[0].due - time.Since(ss.base)
+	if ss.timer == nil {
+		ss.timer = time.AfterFunc(d, ss.fire)
+	} else {
+		ss.timer.Reset(d)
+	}
+	ss.firing = true
+}
+
+// fire looks at every session whose due time came.
+func (ss *sessions) fire() {
+	ss.mu.Lock()
+	now := time.Since(ss.base)
+	var due []*Session
+	for len(ss.heap) > 0 && ss.heap[0].due <= now {
+		due = append(due, ss.heap[0])
+		ss.removeAt(0)
+	}
+	ss.firing = false
+	if len(ss.heap) > 0 {
+		ss.armLocked()
+	}
+	ss.mu.Unlock()
+	for _, s := range due {
+		s.leaseTimer()
+	}
+}
+
+func (ss *sessions) removeAt(i int) {
+	s := ss.heap[i]
+	last := len(ss.heap) - 1
+	if i != last {
+		ss.swap(i, last)
+	}
+	ss.heap[last] = nil
+	ss.heap = ss.heap[:last]
+	if i != last {
+		ss.up(ss.down(i))
+	}
+	s.at = 0
+}
+
+func (ss *sessions) swap(i, j int) {
+	h := ss.heap
+	h[i], h[j] = h[j], h[i]
+	h[i].at, h[j].at = int32(i+1), int32(j+1)
+}
+
+// up moves heap[i] towards the root while it is due before its parent.
+func (ss *sessions) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if ss.heap[p].due <= ss.heap[i].due {
+			return
+		}
+		ss.swap(i, p)
+		i = p
+	}
+}
+
+// down moves heap[i] towards the leaves while a child is due before it,
+// and returns where it ends.
+func (ss *sessions) down(i int) int {
+	h := ss.heap
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return i
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].due < h[l].due {
+			m = r
+		}
+		if h[i].due <= h[m].due {
+			return i
+		}
+		ss.swap(i, m)
+		i = m
+	}
 }
 
 // stopAll ends every session's lease timer as the node shuts down; the
@@ -87,6 +220,14 @@ func (ss *sessions) stopAll() {
 	ss.mu.Lock()
 	all := ss.all
 	ss.all = nil
+	for _, s := range ss.heap {
+		s.at = 0
+	}
+	ss.heap = nil
+	if ss.firing {
+		ss.timer.Stop()
+		ss.firing = false
+	}
 	ss.mu.Unlock()
 	for s := range all {
 		s.end(fmt.Errorf("%w: the node closed", ErrSessionEnded))
@@ -127,9 +268,9 @@ func (n *Node) NewSession(ttl time.Duration, opts ...SessionOption) (*Session, e
 	}
 	s.mu.Lock()
 	s.leaseEnds = time.Now().Add(s.leaseFor())
-	s.timer = time.AfterFunc(time.Until(s.leaseEnds), s.leaseTimer)
+	end := s.leaseEnds
 	s.mu.Unlock()
-	n.sessions.add(s)
+	n.sessions.add(s, end)
 	n.met.sessions.Inc()
 	return s, nil
 }
@@ -257,8 +398,7 @@ func (s *Session) Renew(ctx context.Context) error {
 		return s.err
 	}
 	if end := sent.Add(s.leaseFor()); end.After(s.leaseEnds) {
-		s.leaseEnds = end
-		s.timer.Reset(time.Until(end))
+		s.leaseEnds = end // the lease clock finds it when the old end comes
 	}
 	return nil
 }
@@ -369,8 +509,8 @@ func (s *Session) leaseTimer() {
 		s.mu.Unlock()
 		return
 	}
-	if d := time.Until(s.leaseEnds); d > 0 { // renewed while the timer fired
-		s.timer.Reset(d)
+	if time.Until(s.leaseEnds) > 0 { // renewed since it was scheduled
+		s.node.sessions.schedule(s, s.leaseEnds)
 		s.mu.Unlock()
 		return
 	}
@@ -388,7 +528,6 @@ func (s *Session) end(why error) {
 		return
 	}
 	s.err = why
-	s.timer.Stop()
 	if s.lost == nil {
 		s.lost = make(chan struct{})
 	}

@@ -38,6 +38,12 @@ func (f *FrameReader) Buffered() bool { return f.r.hasFrame() }
 // SetIdle changes the idle timeout.
 func (f *FrameReader) SetIdle(d time.Duration) { f.r.setIdle(d) }
 
+// Reset makes f a reader of c with idle timeout idle, dropping whatever
+// it had buffered and keeping its buffer: a server that stops reading an
+// idle connection can give the reader to another one. Reset(nil, 0)
+// drops the connection.
+func (f *FrameReader) Reset(c net.Conn, idle time.Duration) { f.r.reset(c, idle) }
+
 // ServerConfig is the TLS configuration of a server of the cluster's
 // mutual TLS: this node's certificate, and only clients with a certificate
 // from the cluster's CAs.

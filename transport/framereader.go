@@ -132,6 +132,15 @@ func newFrameReaderSize(c net.Conn, idle time.Duration, l *wire.Limits, size int
 	return r
 }
 
+// reset starts reading c afresh: nothing buffered, no deadline set, and
+// only a moderate scratch buffer kept.
+func (r *frameReader) reset(c net.Conn, idle time.Duration) {
+	r.dc = deadlineConn{Conn: c, idle: idle, base: time.Now()}
+	r.br.Reset(&r.dc)
+	r.discard = 0
+	r.scratch = r.scratch[:0]
+}
+
 // setIdle changes the idle timeout; the next read sets the deadline anew
 // (the handshake clears deadlines behind deadlineConn's back).
 func (r *frameReader) setIdle(d time.Duration) {

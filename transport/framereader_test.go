@@ -115,3 +115,38 @@ func TestInterruptedRead(t *testing.T) {
 		}
 	})
 }
+
+// TestResetReader: a reader reset onto another connection drops what it
+// had buffered of the first, reads the second's frames, and cuts the
+// second off at its own idle timeout; its deadline state starts afresh.
+func TestResetReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 8 * time.Second
+		fr, _, far := pipeReader(t, 0)
+		limits := wire.DefaultLimits()
+		frame, _ := wire.AppendFrame(nil, wire.Header{ID: 7}, &wire.Ping{}, &limits)
+		// A frame and half a prefix in one read: the half stays buffered.
+		go func() { _, _ = far.Write(append(append([]byte{}, frame...), 0, 0)) }()
+		if _, err := fr.next(); err != nil {
+			t.Fatal(err)
+		}
+		if fr.br.Buffered()-fr.discard != 2 {
+			t.Fatalf("%d bytes buffered, want the 2 of half a prefix", fr.br.Buffered()-fr.discard)
+		}
+		near2, far2 := net.Pipe()
+		t.Cleanup(func() { _ = near2.Close(); _ = far2.Close() })
+		fr.reset(near2, idle)
+		go func() { _, _ = far2.Write(frame) }()
+		payload, err := fr.next()
+		if err != nil || len(payload) != len(frame)-wire.PrefixSize {
+			t.Fatalf("after reset: %d bytes, %v; want the new connection's frame", len(payload), err)
+		}
+		start := time.Now()
+		if _, err := fr.next(); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("silent new connection: %v, want the deadline error", err)
+		}
+		if quiet := time.Since(start); quiet < idle || quiet > idle*9/8 {
+			t.Fatalf("cut off after %v, want between %v and %v", quiet, idle, idle*9/8)
+		}
+	})
+}
