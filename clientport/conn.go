@@ -156,6 +156,9 @@ func (c *conn) park() bool {
 	rd := c.rd
 	c.rd = nil
 	c.w.trim()
+	if c.s != nil {
+		c.s.trimKept()
+	}
 	if !c.srv.poll.park(c) {
 		c.rd = rd
 		return false

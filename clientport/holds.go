@@ -72,10 +72,10 @@ func (ss *session) held(id uint64, dh *dlm.Hold, err error, block bool) {
 		ss.fail(id, dlm.ErrSessionEnded)
 		return
 	}
-	if ss.holds == nil {
-		ss.holds = map[uint64]*hold{}
+	if ss.x().holds == nil {
+		ss.x().holds = map[uint64]*hold{}
 	}
-	ss.holds[hid] = h
+	ss.x().holds[hid] = h
 	ss.mu.Unlock()
 	go ss.watchHold(hid, h)
 	ss.reply(id, holdGrant(hid, dh), block)
@@ -97,8 +97,8 @@ func (ss *session) watchHold(id uint64, h *hold) {
 	case <-h.done:
 	case <-h.h.Lost():
 		ss.mu.Lock()
-		_, ok := ss.holds[id]
-		delete(ss.holds, id)
+		_, ok := ss.x().holds[id]
+		delete(ss.x().holds, id)
 		ss.mu.Unlock()
 		if ok {
 			close(h.done)
@@ -111,8 +111,8 @@ func (ss *session) watchHold(id uint64, h *hold) {
 // releaseHold releases hold id, if the session has it.
 func (ss *session) releaseHold(id uint64) bool {
 	ss.mu.Lock()
-	h := ss.holds[id]
-	delete(ss.holds, id)
+	h := ss.x().holds[id]
+	delete(ss.x().holds, id)
 	ss.mu.Unlock()
 	if h == nil {
 		return false
@@ -124,7 +124,7 @@ func (ss *session) releaseHold(id uint64) bool {
 // holdState answers a ClientValue for a hold.
 func (ss *session) holdState(id uint64) (*wire.ClientGrant, bool) {
 	ss.mu.Lock()
-	h := ss.holds[id]
+	h := ss.x().holds[id]
 	ss.mu.Unlock()
 	if h == nil {
 		return nil, false

@@ -2,6 +2,7 @@ package clientport
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/seed-a6839e30/dlm/modes"
 	"github.com/seed-a6839e30/dlm/transport/wire"
@@ -116,6 +117,20 @@ func (ss *session) dropReadLocked(read uint64) bool {
 	return false
 }
 
+// trimKept gives back the room of the notes beyond those kept: the
+// session's connection is going idle, and a busy spell before left room
+// for a hundred notes (6 KiB) that an idle session would keep otherwise.
+func (ss *session) trimKept() {
+	ss.mu.Lock()
+	if cap(ss.kept) > len(ss.kept) {
+		ss.kept = slices.Clip(slices.Clone(ss.kept))
+		if len(ss.kept) == 0 {
+			ss.kept = nil
+		}
+	}
+	ss.mu.Unlock()
+}
+
 // maxKeptIdle is the most notes' room a session keeps while it has none:
 // room for what a busy client reads between two acknowledgements (the Go
 // client's 64 frames, and what is in flight), so that it reuses it, and
@@ -130,7 +145,7 @@ const maxKeptIdle = 128
 // the request still waits (its answer comes when it is ready), none if
 // the agent never read it (the Welcome's last_request says so: the client
 // sends it again), and otherwise CodeUnknownRequest. Descriptions to ask
-// again go to ss.again, for describeAgain once ss.mu is released. Caller
+// again go to the session's again, for describeAgain once ss.mu is released. Caller
 // holds ss.mu, and the connection's batch is open.
 func (ss *session) replayLocked(id uint64, w *wire.ClientWelcome, h *wire.ClientHello) {
 	old := ss.kept
@@ -156,7 +171,7 @@ func (ss *session) replayLocked(id uint64, w *wire.ClientWelcome, h *wire.Client
 	give := func(k *kept) {
 		delete(waiting, k.id)
 		if k.kind == keptResource {
-			ss.again = append(ss.again, *k)
+			ss.x().again = append(ss.x().again, *k)
 			return
 		}
 		ss.resendLocked(k)
@@ -226,10 +241,10 @@ func (ss *session) resendLocked(k *kept) {
 // grantOfLocked is the ClientGrant of the session's lock, hold or
 // permits of that id as they stand. Caller holds ss.mu.
 func (ss *session) grantOfLocked(id uint64) (wire.ClientGrant, bool) {
-	if h := ss.holds[id]; h != nil {
+	if h := ss.seen().holds[id]; h != nil {
 		return *holdGrant(id, h.h), true
 	}
-	if p := ss.permits[id]; p != nil {
+	if p := ss.seen().permits[id]; p != nil {
 		return wire.ClientGrant{Lock: id, Mode: modes.NL, Token: p.Token()}, true
 	}
 	lk := ss.ds.Lock(id)
@@ -248,8 +263,10 @@ func (ss *session) grantOfLocked(id uint64) (wire.ClientGrant, bool) {
 // describeAgain asks again for the descriptions a resume found unread.
 func (ss *session) describeAgain() {
 	ss.mu.Lock()
-	again := ss.again
-	ss.again = nil
+	again := ss.seen().again
+	if ss.rare != nil {
+		ss.rare.again = nil
+	}
 	ss.mu.Unlock()
 	for _, k := range again {
 		ls, err := ss.lockspace(k.what.lockspace)

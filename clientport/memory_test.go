@@ -62,7 +62,7 @@ func helperMain() int {
 			return 1
 		}
 		conns = append(conns, nc)
-		buf, _ = wire.AppendFrame(buf[:0], wire.Header{ID: 1}, &wire.ClientHello{TTL: int64(5 * time.Minute)}, &l)
+		buf, _ = wire.AppendFrame(buf[:0], wire.Header{ID: 1}, &wire.ClientHello{TTL: int64(5 * time.Minute), Version: wire.ClientProtocol}, &l)
 		for k := range locks {
 			m := &wire.ClientLock{Lockspace: "mem", Resource: "s" + strconv.Itoa(s) + "-" + strconv.Itoa(k), Mode: modes.EX}
 			buf, _ = wire.AppendFrame(buf, wire.Header{ID: uint64(k) + 2}, m, &l)

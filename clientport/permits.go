@@ -65,10 +65,10 @@ func (ss *session) acquired(id uint64, p *dlm.Permit, err error) {
 	ss.mu.Lock()
 	over := ss.over
 	if !over {
-		if ss.permits == nil {
-			ss.permits = map[uint64]*dlm.Permit{}
+		if ss.x().permits == nil {
+			ss.x().permits = map[uint64]*dlm.Permit{}
 		}
-		ss.permits[p.ID()] = p
+		ss.x().permits[p.ID()] = p
 	}
 	ss.mu.Unlock()
 	if over {
@@ -91,7 +91,7 @@ func (ss *session) acquired(id uint64, p *dlm.Permit, err error) {
 func (ss *session) permit(id uint64) *dlm.Permit {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.permits[id]
+	return ss.seen().permits[id]
 }
 
 // forgetPermit drops permits from the session's books, reporting whether
@@ -99,16 +99,16 @@ func (ss *session) permit(id uint64) *dlm.Permit {
 func (ss *session) forgetPermit(id uint64) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	_, ok := ss.permits[id]
-	delete(ss.permits, id)
+	_, ok := ss.x().permits[id]
+	delete(ss.x().permits, id)
 	return ok
 }
 
 // releasePermit gives back permits of the session for a ClientUnlock.
 func (ss *session) releasePermit(id uint64) (bool, error) {
 	ss.mu.Lock()
-	p := ss.permits[id]
-	delete(ss.permits, id)
+	p := ss.x().permits[id]
+	delete(ss.x().permits, id)
 	ss.mu.Unlock()
 	if p == nil {
 		return false, nil

@@ -215,3 +215,47 @@ func TestParkOff(t *testing.T) {
 		t.Fatal("no answer")
 	}
 }
+
+// TestParkedSessionKeepsLittle: a protocol 2 session that sent sixty
+// answers before its client acknowledged them keeps room for them after
+// the acknowledgement (a busy client reuses it); once its connection
+// parks, it gives that room back.
+func TestParkedSessionKeepsLittle(t *testing.T) {
+	p := parkPort(t, nil)
+	r, w := p.hello2()
+	var last uint64
+	for k := range 60 {
+		last = r.send(&wire.ClientKeepAlive{})
+		if _, ok := r.reply(last).(*wire.ClientAlive); !ok {
+			t.Fatalf("keep-alive %d: no answer", k)
+		}
+	}
+	room := func() (n, c int) {
+		ss := p.session(t, w.Session)
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		return len(ss.kept), cap(ss.kept)
+	}
+	if n, c := room(); n < 60 || c < 60 {
+		t.Fatalf("before the ack: %d notes in room for %d, want 60 or more", n, c)
+	}
+	if _, ok := r.reply(r.send(&wire.ClientAck{Read: last})).(*wire.ClientOK); !ok {
+		t.Fatal("ack: no OK")
+	}
+	p.waitParked(t, 1)
+	if n, c := room(); n > 1 || c > 1 {
+		t.Fatalf("parked: %d notes in room for %d, want the ack's answer alone", n, c)
+	}
+}
+
+// session returns the port's session id.
+func (p *port) session(t *testing.T, id uint64) *session {
+	t.Helper()
+	p.srv.mu.Lock()
+	defer p.srv.mu.Unlock()
+	ss := p.srv.sessions[id]
+	if ss == nil {
+		t.Fatalf("no session %d", id)
+	}
+	return ss
+}

@@ -75,17 +75,17 @@ func (ss *session) owner(ls *dlm.Lockspace, id uint64) (*dlm.Owner, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	k := ownerKey{ls.Name(), id}
-	if o := ss.owners[k]; o != nil {
+	if o := ss.seen().owners[k]; o != nil {
 		return o, nil
 	}
-	if len(ss.owners) >= ss.srv.cfg.MaxLocks {
-		return nil, fmt.Errorf("%w: the session has %d owners", dlm.ErrLimit, len(ss.owners))
+	if len(ss.x().owners) >= ss.srv.cfg.MaxLocks {
+		return nil, fmt.Errorf("%w: the session has %d owners", dlm.ErrLimit, len(ss.x().owners))
 	}
-	if ss.owners == nil {
-		ss.owners = map[ownerKey]*dlm.Owner{}
+	if ss.x().owners == nil {
+		ss.x().owners = map[ownerKey]*dlm.Owner{}
 	}
 	o := ls.NewOwner()
-	ss.owners[k] = o
+	ss.x().owners[k] = o
 	return o, nil
 }
 
@@ -214,7 +214,7 @@ func (b *blockNote) granted(id uint64) {
 // request and returns nil.
 func (ss *session) lockspaceWithRoom(id uint64, name string) *dlm.Lockspace {
 	ss.mu.Lock()
-	held := ss.ds.Len() + len(ss.holds) // a waiting lock is in ds already
+	held := ss.ds.Len() + len(ss.seen().holds) // a waiting lock is in ds already
 	ss.mu.Unlock()
 	if held >= ss.srv.cfg.MaxLocks {
 		ss.refuse(id, refusedLocks, fmt.Errorf("%w: the session holds or waits for %d locks, the agent's limit", dlm.ErrLimit, held))

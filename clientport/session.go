@@ -29,18 +29,14 @@ type session struct {
 	// protocol 1, or wire.ClientProtocol.
 	proto uint8
 
-	mu     sync.Mutex
-	c      *conn  // nil while the client is away
-	outbox []byte // protocol 1: frames for the client while it is away
-	kept   []kept // protocol 2: frames sent and not acknowledged (kept.go)
-	again  []kept // protocol 2: descriptions a resume asks again
+	mu   sync.Mutex
+	c    *conn  // nil while the client is away
+	kept []kept // protocol 2: frames sent and not acknowledged (kept.go)
 	// keptBytes approximates kept's size; past MaxOutbox the session ends.
 	keptBytes int
-	holds     map[uint64]*hold       // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
-	permits   map[uint64]*dlm.Permit // permits of semaphores (ClientAcquire), by id; their locks are ds's
-	pending   map[uint64]*op         // waiting requests, by request id
-	owners    map[ownerKey]*dlm.Owner
-	last      uint64 // highest request id read, hellos included: ids must go above it
+	pending   map[uint64]*op // waiting requests, by request id
+	rare      *sessionRare   // made on first use (see x)
+	last      uint64         // highest request id read, hellos included: ids must go above it
 	// handled is the highest id of a request handled, which a Welcome
 	// reports: a hello is not one (its Welcome answers it), so that a
 	// client whose Welcome was lost does not take the requests it sent
@@ -48,6 +44,35 @@ type session struct {
 	handled uint64
 	over    bool // the session ended
 	giveUp  bool // the session is ending for what it kept (too much to send or keep)
+}
+
+// sessionRare is what a session needs only for some requests or while
+// its client is away: apart, so that the many idle sessions an agent
+// serves stay small (about 150 bytes of session each).
+type sessionRare struct {
+	outbox  []byte                  // protocol 1: frames for the client while it is away
+	again   []kept                  // protocol 2: descriptions a resume asks again
+	holds   map[uint64]*hold        // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
+	permits map[uint64]*dlm.Permit  // permits of semaphores (ClientAcquire), by id; their locks are ds's
+	owners  map[ownerKey]*dlm.Owner // the owners the client named
+}
+
+// x returns the session's sessionRare, made if it has none, to write to.
+// Caller holds ss.mu.
+func (ss *session) x() *sessionRare {
+	if ss.rare == nil {
+		ss.rare = &sessionRare{}
+	}
+	return ss.rare
+}
+
+// seen returns the session's sessionRare to read, without making one.
+// Caller holds ss.mu.
+func (ss *session) seen() sessionRare {
+	if ss.rare == nil {
+		return sessionRare{}
+	}
+	return *ss.rare
 }
 
 type ownerKey struct {
@@ -141,9 +166,9 @@ func (ss *session) attach(c *conn, id uint64, h *wire.ClientHello, resumed bool)
 	c.w.beginBatch()
 	if ss.proto == 0 {
 		c.w.queue(wire.Header{ID: id, Reply: true}, w, false)
-		if len(ss.outbox) > 0 {
-			c.w.queueRaw(ss.outbox)
-			ss.outbox = nil
+		if out := ss.seen().outbox; len(out) > 0 {
+			c.w.queueRaw(out)
+			ss.x().outbox = nil
 		}
 	} else {
 		ss.replayLocked(id, w, h)
@@ -204,14 +229,14 @@ func (ss *session) sendNotedLocked(h wire.Header, m wire.Message, block bool, wh
 	if ss.over || ss.proto != 0 {
 		return // protocol 2: given again when the client resumes
 	}
-	b, err := wire.AppendFrame(ss.outbox, h, m, &ss.srv.limits)
+	b, err := wire.AppendFrame(ss.x().outbox, h, m, &ss.srv.limits)
 	if err != nil {
 		return
 	}
-	ss.outbox = b
-	if len(ss.outbox) > ss.srv.cfg.MaxOutbox {
+	ss.x().outbox = b
+	if len(ss.x().outbox) > ss.srv.cfg.MaxOutbox {
 		// Away too long with too much happening: give it up.
-		ss.outbox = nil
+		ss.x().outbox = nil
 		ss.srv.met.refused[refusedSlowClient].Inc()
 		go ss.end()
 	}
@@ -262,10 +287,11 @@ func (ss *session) ended(why error) {
 	ss.mu.Lock()
 	ss.over = true
 	c := ss.c
-	ss.outbox = nil
-	ss.kept, ss.keptBytes, ss.again = nil, 0, nil
-	holds := ss.holds
-	ss.holds = nil
+	holds := ss.seen().holds
+	ss.kept, ss.keptBytes = nil, 0
+	if r := ss.rare; r != nil {
+		r.outbox, r.again, r.holds = nil, nil, nil
+	}
 	ss.mu.Unlock()
 	for _, h := range holds {
 		h.release()
@@ -293,8 +319,10 @@ func (ss *session) end() {
 		}
 	}
 	ss.mu.Lock()
-	holds := ss.holds
-	ss.holds = nil
+	holds := ss.seen().holds
+	if ss.rare != nil {
+		ss.rare.holds = nil
+	}
 	ss.mu.Unlock()
 	for _, h := range holds {
 		h.release()
