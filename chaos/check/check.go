@@ -2,13 +2,11 @@ package check
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,11 +404,11 @@ func (c *checker) lockModels(sems map[string]bool) {
 			})
 		}
 		if c.opts.Checks&CheckModesModel != 0 {
-			c.runModel(CheckModesModel, "modes", ModesModel(), res, ops)
+			c.runModel(CheckModesModel, "modes", modesSegModel(), res, ops)
 		}
 		if c.opts.Checks&CheckMutexModel != 0 {
 			if p.exOnly {
-				c.runModel(CheckMutexModel, "mutex", MutexModel(), res, ops)
+				c.runModel(CheckMutexModel, "mutex", mutexSegModel(), res, ops)
 			} else {
 				c.res.Skipped = append(c.res.Skipped, fmt.Sprintf("mutex model: resource %q has modes other than EX or conversions", res))
 			}
@@ -519,46 +517,29 @@ func (c *checker) registerModel() {
 	}
 	slices.Sort(order)
 	for _, key := range order {
-		c.runModel(CheckRegisterModel, "register", RegisterModel(), key, parts[key])
+		c.runModel(CheckRegisterModel, "register", registerSegModel(), key, parts[key])
 	}
 }
 
-// runModel checks one resource's history against model, within the time
-// left and MaxSteps, and reports the outcome.
-func (c *checker) runModel(which Checks, name string, model porcupine.Model, res string, ops []porcupine.Operation) {
+// runModel checks one resource's history against a model, within the time
+// left and MaxSteps, and reports the outcome. The history is checked in
+// segments (checkSegmented), so that its memory stays that of the largest
+// segment; a segment no order fits is given to porcupine, from the states
+// the history before it can leave, for the explanation and the picture.
+func (c *checker) runModel(which Checks, name string, m segModel, res string, ops []porcupine.Operation) {
 	left := time.Until(c.deadline)
 	if left <= 0 {
 		c.res.Inconclusive = append(c.res.Inconclusive, Inconclusive{Check: which, Resource: res,
 			Reason: fmt.Sprintf("not checked: the %v budget was spent on other resources", c.opts.Timeout)})
 		return
 	}
-	var steps atomic.Int64
-	var exhausted atomic.Bool
-	budgeted := model
-	inner := model.StepContext
-	budgeted.StepContext = func(ctx context.Context, s, in, out any) (bool, any) {
-		if steps.Add(1) > c.opts.MaxSteps {
-			exhausted.Store(true)
-			return false, nil
-		}
-		return inner(ctx, s, in, out)
-	}
-	budgeted.Step = func(s, in, out any) (bool, any) { return budgeted.StepContext(context.Background(), s, in, out) }
-
-	verdict, info := porcupine.CheckOperationsVerbose(budgeted, ops, left)
-	if verdict == porcupine.Illegal && exhausted.Load() {
-		verdict = porcupine.Unknown
-	}
-	switch verdict {
+	got := checkSegmented(m, ops, segLimits{maxSteps: c.opts.MaxSteps, deadline: c.deadline, maxConfigs: maxCarried})
+	switch got.verdict {
 	case porcupine.Ok:
 		return
 	case porcupine.Unknown:
-		reason := fmt.Sprintf("porcupine timed out on %d operations", len(ops))
-		if exhausted.Load() {
-			reason = fmt.Sprintf("porcupine took more than %d steps on %d operations", c.opts.MaxSteps, len(ops))
-		}
-		c.res.Inconclusive = append(c.res.Inconclusive, Inconclusive{Check: which, Resource: res, Reason: reason,
-			Visualization: c.visualize(model, info, name, res)})
+		reason := fmt.Sprintf("%s on %d operations (%d segments, the largest of %d operations)", got.reason, len(ops), got.segments, got.largest)
+		c.res.Inconclusive = append(c.res.Inconclusive, Inconclusive{Check: which, Resource: res, Reason: reason})
 		return
 	}
 	v := Violation{Check: which, Resource: res}
@@ -566,14 +547,27 @@ func (c *checker) runModel(which Checks, name string, model porcupine.Model, res
 	if which == CheckRegisterModel {
 		what = "key"
 	}
-	v.Message = fmt.Sprintf("%s %q: the history of its %d operations is not linearizable under the %s model", what, res, len(ops), name)
-	if hint, rec := c.stuck(info, ops); hint != "" {
-		v.Message += ";\n    " + hint
-		v.Records = []Record{rec}
+	v.Message = fmt.Sprintf("%s %q: the history of its %d operations is not linearizable under the %s model: no order fits the %d operations called from %v to %v from any state the operations before can leave",
+		what, res, len(ops), name, len(got.failed), got.from, got.to)
+	// porcupine on that segment alone, from those states.
+	nm := m.nm
+	starts := got.startStates
+	nm.Init = func() []any { return starts }
+	model := nm.ToModel()
+	verdict, info := porcupine.CheckOperationsVerbose(model, got.failed, max(time.Second, min(time.Until(c.deadline), time.Minute)))
+	if verdict == porcupine.Illegal {
+		if hint, rec := c.stuck(info, got.failed); hint != "" {
+			v.Message += ";\n    " + hint
+			v.Records = []Record{rec}
+		}
+		v.Visualization = c.visualize(model, info, name, res)
 	}
-	v.Visualization = c.visualize(model, info, name, res)
 	c.report(v)
 }
+
+// maxCarried bounds the states and pending operations a model check
+// carries from one segment of a history to the next.
+const maxCarried = 10_000
 
 // stuck explains an illegal result: how far porcupine got, and the earliest
 // operation it could not place in any order.

@@ -65,7 +65,13 @@ type MutexState int
 // so that it may take effect at any moment after its call. The model
 // partitions by resource.
 func MutexModel() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
+	nm := mutexNM()
+	return nm.ToModel()
+}
+
+// mutexNM is MutexModel before porcupine turns it into a model over sets of states.
+func mutexNM() porcupine.NondeterministicModel {
+	return porcupine.NondeterministicModel{
 		Partition:      partitionOps,
 		PartitionEvent: partitionEvents,
 		Init:           func() []any { return []any{MutexState(-1)} },
@@ -112,7 +118,6 @@ func MutexModel() porcupine.Model {
 		},
 		DescribeOperationMetadata: describeMetadata,
 	}
-	return nm.ToModel()
 }
 
 // ModesState is the state of ModesModel: for each client, 0 when it holds
@@ -196,7 +201,13 @@ func (s ModesState) String() string {
 // A Client outside 0..MaxClients-1 makes the operation illegal. The model
 // partitions by resource.
 func ModesModel() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
+	nm := modesNM()
+	return nm.ToModel()
+}
+
+// modesNM is ModesModel before porcupine turns it into a model over sets of states.
+func modesNM() porcupine.NondeterministicModel {
+	return porcupine.NondeterministicModel{
 		Partition:      partitionOps,
 		PartitionEvent: partitionEvents,
 		Init:           func() []any { return []any{ModesState{}} },
@@ -260,7 +271,6 @@ func ModesModel() porcupine.Model {
 		DescribeState:             func(state any) string { return state.(ModesState).String() },
 		DescribeOperationMetadata: describeMetadata,
 	}
-	return nm.ToModel()
 }
 
 func describeLockOp(input, output any) string {
@@ -317,7 +327,13 @@ type RegisterState struct {
 //
 // The model partitions by key.
 func RegisterModel() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
+	nm := registerNM()
+	return nm.ToModel()
+}
+
+// registerNM is RegisterModel before porcupine turns it into a model over sets of states.
+func registerNM() porcupine.NondeterministicModel {
+	return porcupine.NondeterministicModel{
 		Partition:      partitionOps,
 		PartitionEvent: partitionEvents,
 		Init:           func() []any { return []any{RegisterState{}} },
@@ -375,7 +391,6 @@ func RegisterModel() porcupine.Model {
 		},
 		DescribeOperationMetadata: describeMetadata,
 	}
-	return nm.ToModel()
 }
 
 func describeMetadata(m any) string {

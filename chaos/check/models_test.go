@@ -63,7 +63,9 @@ type modelCase struct {
 	want porcupine.CheckResult
 }
 
-func runModelCases(t *testing.T, model porcupine.Model, cases []modelCase) {
+// runModelCases checks each case with porcupine and with the segmented
+// check of the same model: both must give the verdict the case wants.
+func runModelCases(t *testing.T, model porcupine.Model, seg segModel, cases []modelCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,8 +73,26 @@ func runModelCases(t *testing.T, model porcupine.Model, cases []modelCase) {
 			if got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
+			if s := segmentedAll(seg, tc.ops); s != tc.want {
+				t.Fatalf("segmented: got %v, want %v", s, tc.want)
+			}
 		})
 	}
+}
+
+// segmentedAll runs the segmented check on each partition of ops, as
+// Check does per resource.
+func segmentedAll(seg segModel, ops []porcupine.Operation) porcupine.CheckResult {
+	res := porcupine.Ok
+	for _, part := range seg.nm.Partition(ops) {
+		switch s := checkSegmented(seg, part, segLimits{maxSteps: 1 << 30, maxConfigs: maxCarried}); s.verdict {
+		case porcupine.Illegal:
+			return porcupine.Illegal
+		case porcupine.Unknown:
+			res = porcupine.Unknown
+		}
+	}
+	return res
 }
 
 const (
@@ -80,7 +100,7 @@ const (
 )
 
 func TestMutexModel(t *testing.T) {
-	runModelCases(t, MutexModel(), []modelCase{
+	runModelCases(t, MutexModel(), mutexSegModel(), []modelCase{
 		// verification.md, model 1: the three verified behaviours.
 		{"normal handoff", []porcupine.Operation{
 			lk(0, Acquire, X, OK, 0, 10),
@@ -150,7 +170,7 @@ func TestMutexModel(t *testing.T) {
 }
 
 func TestModesModel(t *testing.T) {
-	runModelCases(t, ModesModel(), []modelCase{
+	runModelCases(t, ModesModel(), modesSegModel(), []modelCase{
 		// verification.md, model 2: the two verified behaviours.
 		{"PR+PR+CR then PW after both PR released", []porcupine.Operation{
 			lk(0, Acquire, modes.PR, OK, 0, 1),
@@ -253,7 +273,7 @@ func TestModesModel(t *testing.T) {
 }
 
 func TestRegisterModel(t *testing.T) {
-	runModelCases(t, RegisterModel(), []modelCase{
+	runModelCases(t, RegisterModel(), registerSegModel(), []modelCase{
 		// verification.md, model 3: Kleppmann's example.
 		{"store accepts 33 after 34", []porcupine.Operation{
 			wr("k", 34, 1, OK, 0, 1),

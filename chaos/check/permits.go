@@ -108,7 +108,13 @@ func (s SemaphoreState) String() string {
 //
 // It partitions by resource (the semaphore's name).
 func SemaphoreModel() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
+	nm := semaphoreNM()
+	return nm.ToModel()
+}
+
+// semaphoreNM is SemaphoreModel before porcupine turns it into a model over sets of states.
+func semaphoreNM() porcupine.NondeterministicModel {
+	return porcupine.NondeterministicModel{
 		Partition:      partitionOps,
 		PartitionEvent: partitionEvents,
 		Init:           func() []any { return []any{SemaphoreState{}} },
@@ -176,7 +182,6 @@ func SemaphoreModel() porcupine.Model {
 		DescribeState:             func(state any) string { return state.(SemaphoreState).String() },
 		DescribeOperationMetadata: describeMetadata,
 	}
-	return nm.ToModel()
 }
 
 // semaphoreModels runs SemaphoreModel on the history of each semaphore.
@@ -223,7 +228,7 @@ func (c *checker) semaphoreModels(sems map[string]bool) {
 				Reason: fmt.Sprintf("%d clients; the semaphore model handles at most %d per semaphore", n, MaxClients)})
 			continue
 		}
-		c.runModel(CheckSemaphoreModel, "semaphore", SemaphoreModel(), res, parts[res])
+		c.runModel(CheckSemaphoreModel, "semaphore", semaphoreSegModel(), res, parts[res])
 	}
 }
 
