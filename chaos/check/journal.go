@@ -138,6 +138,11 @@ func ReadJournal(r io.Reader) (*History, error) {
 	var cur time.Duration
 	base := time.Unix(0, 0)
 	h := NewHistory(func() time.Time { return base.Add(cur) })
+	// A journal's times are offsets from its history's start: keep them,
+	// rather than start again from the first entry's (a merged journal's
+	// first entry comes well after the run's origin, which the results
+	// and the nemeses' times count from too).
+	h.StartAt(base)
 	ops := make(map[int]any)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxJournalLine)

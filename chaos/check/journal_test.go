@@ -211,3 +211,22 @@ func TestStartAtSetsTimeZero(t *testing.T) {
 		t.Fatal("StartAt after a record went unreported")
 	}
 }
+
+// TestReadJournalKeepsTheOrigin: a history started at an origin before its
+// first record replays with the same times, not from its first record (the
+// results and nemeses of a chaos run count from the origin too).
+func TestReadJournalKeepsTheOrigin(t *testing.T) {
+	h, clk := newManual()
+	var buf bytes.Buffer
+	h.StartAt(epoch)
+	h.Journal(&buf)
+	clk.at(7 * s)
+	h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 1)
+	back, err := ReadJournal(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := h.Records()[0], back.Records()[0]; a.Call != 7*s || b.Call != a.Call || b.Return != a.Return {
+		t.Fatalf("replayed at %v..%v, recorded at %v..%v", b.Call, b.Return, a.Call, a.Return)
+	}
+}
