@@ -52,7 +52,9 @@ type Availability struct {
 // MeasureAvailability judges, slot by slot over windows (the times the
 // service should be available, say while a majority of nodes is up and
 // connected), whether a lock could be had: a slot is available when some
-// probe called in it was granted within o.Within of its call. Any probe
+// probe called in it, or waiting at its start, was granted within o.Within
+// of its call; it is unavailable when a probe called in it or waiting over
+// it was not (refused, timed out, slower than Within). Any probe
 // counts, whichever node it went through, so a partitioned minority's
 // probes failing does not count against a majority that served.
 func MeasureAvailability(h *History, windows []Window, o AvailabilityOptions) Availability {
@@ -111,6 +113,15 @@ func MeasureAvailability(h *History, windows []Window, o AvailabilityOptions) Av
 			}
 			if !judged && lo > 0 && busyUntil[lo-1] > s {
 				judged = true // a probe called earlier was still waiting
+			}
+			// A probe called earlier and still waiting at the slot's
+			// start, granted within Within of its call: a lock asked
+			// for in this slot would have been had by then, sooner
+			// than Within.
+			for i := lo - 1; !ok && i >= 0 && probes[i].Call >= s-o.Within; i-- {
+				if p := probes[i]; p.Outcome == OK && p.Return != Infinity && p.Return > s && p.Return-p.Call <= o.Within {
+					ok, judged = true, true
+				}
 			}
 			switch {
 			case !judged:

@@ -71,6 +71,25 @@ func TestAvailabilityJudgesAStuckProbe(t *testing.T) {
 	}
 }
 
+// TestAvailabilityCountsASlowGrantWithinBound: the slots a probe waits
+// over count as available when it is granted within Within of its call (a
+// lock asked for in them would have been had by then), and as unavailable
+// when it is not.
+func TestAvailabilityCountsASlowGrantWithinBound(t *testing.T) {
+	h, clk := newManual()
+	op := h.Acquire(1, "n1", "probe/a", modes.EX)
+	clk.at(800 * ms)
+	op.Granted(modes.EX, 1)
+	h.Release(1, "n1", "probe/a").Released()
+	a := MeasureAvailability(h, []Window{{From: 0, To: 800 * ms}}, AvailabilityOptions{Prefix: "probe/", Within: time.Second})
+	if a.Slots != 8 || a.Available != 8 {
+		t.Fatalf("granted after 800 ms, within 1 s: %+v", a)
+	}
+	if a := MeasureAvailability(h, []Window{{From: 0, To: 800 * ms}}, AvailabilityOptions{Prefix: "probe/", Within: 500 * ms}); a.Slots != 5 || a.Available != 0 {
+		t.Fatalf("granted after 800 ms, Within 500 ms: %+v", a)
+	}
+}
+
 func TestTimeToGrant(t *testing.T) {
 	h, clk := newManual()
 	h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 1)
