@@ -140,7 +140,11 @@ func TestClientWorkerPausedPastItsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	merged, res, err := gather(dir, hr.Results())
+	merged, err := gather(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := readResults(dir, hr.Results())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,8 @@ type options struct {
 	control                                bool
 	settle, lease                          time.Duration
 	pace                                   string
+	// recheck is an output directory to judge again, without a run.
+	recheck string
 }
 
 func main() {
@@ -102,9 +104,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.control, "control", false, "the control experiment: agents run with their lock-delay off (an unsafe setting only the harness uses); the checkers must report violations")
 	fs.DurationVar(&o.settle, "settle", 6*time.Second, "the recovery after each fault or heal left out of the settled availability")
 	fs.StringVar(&o.pace, "pace", "normal", "the schedule's pace: normal (2-4 s quiet after each heal, partitions of 4-10 s), fast (1-2 s quiet, partitions of 2-5 s: more faults an hour), rapid (0.5-1 s quiet, partitions of 1.5-3 s: about 1,000 faults an hour with every nemesis) or calm (10-20 s quiet, partitions of 8-25 s: long settled stretches, for availability)")
+	fs.StringVar(&o.recheck, "check", "", "judge a recorded output directory again (its history.jsonl, results and recording.json) without running anything: rewrites its result.json, report.md and timeline.svg; -settle applies, the other flags are ignored")
 	fs.DurationVar(&o.lease, "lease", 0, "the members' quorum lease (dlmnode agent --lease); pauses and long holds scale with it (default 1.5s, the agents' own; 6s with -control)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go -C chaos/run run . [flags]\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: go -C chaos/run run . [flags]\n       go -C chaos/run run . -check DIR [-settle D]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -173,6 +176,17 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return 2
+	}
+	if o.recheck != "" {
+		ok, err := recheck(o.recheck, o.settle, stdout)
+		if err != nil {
+			fmt.Fprintln(stderr, "chaos:", err)
+			return 1
+		}
+		if !ok {
+			return 1
+		}
+		return 0
 	}
 	kinds, _ := nemesis.ParseKinds(o.nemeses)
 	wantNet := false
@@ -557,35 +571,55 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		return false, fmt.Errorf("journal: %w", err)
 	}
 
-	// One history from every journal; the workers' results.
-	h, results, err := gather(o.out, hr.Results())
+	// One history from every journal.
+	h, err = gather(o.out)
 	if err != nil {
 		return false, err
 	}
-	results.Clients = ws.clientKinds()
-	majority, settled := rec.Windows(end, o.settle)
+	states, changes := rec.snapshot()
+	notes := []string{fmt.Sprintf("clients run in %d worker processes, each through a cluster member of its own, and in %d client workers through the agents' client ports (package client, %d sessions each, session TTL %v); %d more member(s) in the harness keep the counter and probe", o.workers, o.clientWorkers, o.sessions, sessionTTL, o.embedded)}
+	if lab == nil {
+		notes = append([]string{"network nemeses skipped: not root (or -network off)"}, notes...)
+	}
+	rc := recording{Command: "go -C chaos/run run . " + strings.Join(args, " "), Seed: o.seed, Nodes: o.nodes,
+		Network: lab != nil, Control: o.control, Started: started, End: end, Kinds: kinds, Events: events,
+		Exits: exits, States: states, Changes: changes, Members: o.nodes + o.workers, Embedded: o.embedded,
+		Probe: probeSpec{Within: wcfg.ProbeWithin}, Notes: notes, Result: hr.Results(), Client: ws.clientKinds()}
+	if err := writeRecording(o.out, rc); err != nil {
+		return false, err
+	}
 	fmt.Fprintln(stdout, "chaos: checking")
-	v := verdict.Judge(verdict.Input{History: h, Results: results, Events: events, Majority: majority, Settled: settled,
-		Probe: check.AvailabilityOptions{Prefix: workload.ProbePrefix, Slot: 100 * time.Millisecond, Within: wcfg.ProbeWithin},
+	return judge(o.out, rc, h, o.settle, stdout)
+}
+
+// judge runs the checks over a run's history and recording, writes the
+// report into dir, prints the verdict, and reports whether the run passed
+// (for the control: whether it was caught).
+func judge(dir string, rc recording, h *check.History, settle time.Duration, stdout io.Writer) (bool, error) {
+	results, err := readResults(dir, rc.Result)
+	if err != nil {
+		return false, err
+	}
+	results.Clients = rc.Client
+	end := rc.End
+	majority, settled := windows(rc.States, rc.Changes, rc.Members, rc.Embedded, end, settle)
+	v := verdict.Judge(verdict.Input{History: h, Results: results, Events: rc.Events, Majority: majority, Settled: settled,
+		Probe: check.AvailabilityOptions{Prefix: workload.ProbePrefix, Slot: 100 * time.Millisecond, Within: rc.Probe.Within},
 		// porcupine's work grows with the history: about 3 s per 100 s
 		// of run here, so the bounds grow with it, far above need.
 		CheckTimeout: max(2*time.Minute, end/4), MaxSteps: max(5_000_000, 100*int64(len(h.Records()))),
-		Dir: o.out})
+		Dir: dir})
 	// A nemesis asked for and never struck leaves its part of the run
 	// unchecked: the run is inconclusive, not passed.
-	for _, k := range notStruck(kinds, events) {
+	for _, k := range notStruck(rc.Kinds, rc.Events) {
 		v.OK = false
 		v.Inconclusive = append(v.Inconclusive, fmt.Sprintf("[coverage] nemesis %s was asked for and never struck (skipped each time)", k))
 	}
-	for _, x := range exits {
+	for _, x := range rc.Exits {
 		v.OK = false
 		v.Violations = append(v.Violations, "[process] "+x)
 	}
-	journal, err := os.ReadFile(filepath.Join(o.out, "history.jsonl"))
-	if err != nil {
-		return false, err
-	}
-	selfTest, err := verdict.SelfTest(journal, check.Options{Timeout: time.Minute})
+	selfTest, err := selfTestFile(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
 		v.OK = false
 		v.Violations = append(v.Violations, "[self-test] "+err.Error())
@@ -599,14 +633,10 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 			grants = append(grants, r.Return)
 		}
 	}
-	rep := report.Run{Command: "go -C chaos/run run . " + strings.Join(args, " "), Seed: o.seed, Nodes: o.nodes,
-		Clients: results.Clients, Network: lab != nil, Control: o.control, Started: started, Duration: end,
-		Events: events, Verdict: v, SelfTest: selfTest, Majority: majority, Settle: o.settle, Grants: grants}
-	if lab == nil {
-		rep.Notes = append(rep.Notes, "network nemeses skipped: not root (or -network off)")
-	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("clients run in %d worker processes, each through a cluster member of its own, and in %d client workers through the agents' client ports (package client, %d sessions each, session TTL %v); %d more member(s) in the harness keep the counter and probe", o.workers, o.clientWorkers, o.sessions, sessionTTL, o.embedded))
-	if err := report.Write(o.out, rep); err != nil {
+	rep := report.Run{Command: rc.Command, Seed: rc.Seed, Nodes: rc.Nodes,
+		Clients: results.Clients, Network: rc.Network, Control: rc.Control, Started: rc.Started, Duration: end,
+		Events: rc.Events, Verdict: v, SelfTest: selfTest, Majority: majority, Settle: settle, Grants: grants, Notes: rc.Notes}
+	if err := report.Write(dir, rep); err != nil {
 		return false, err
 	}
 	fmt.Fprintln(stdout, "chaos: "+v.Summary())
@@ -616,8 +646,8 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	for _, x := range v.Inconclusive {
 		fmt.Fprintln(stdout, "  inconclusive:", x)
 	}
-	fmt.Fprintf(stdout, "chaos: report in %s\n", filepath.Join(o.out, "report.md"))
-	if o.control {
+	fmt.Fprintf(stdout, "chaos: report in %s\n", filepath.Join(dir, "report.md"))
+	if rc.Control {
 		// The control passes when the checkers caught it.
 		if len(v.Violations) > 0 {
 			fmt.Fprintln(stdout, "chaos: control caught")
@@ -627,6 +657,39 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 		return false, nil
 	}
 	return v.OK, nil
+}
+
+// recheck judges the recorded output directory dir again.
+func recheck(dir string, settle time.Duration, stdout io.Writer) (bool, error) {
+	rc, err := readRecording(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("%s has no %s: not a run's output, or a run that ended before its checks (or recorded before -check existed)", dir, recordingFile)
+	}
+	if err != nil {
+		return false, err
+	}
+	f, err := os.Open(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	h, err := check.ReadJournal(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	fmt.Fprintf(stdout, "chaos: checking %s again (%d records)\n", dir, len(h.Records()))
+	return judge(dir, rc, h, settle, stdout)
+}
+
+// selfTestFile plants an overlap in the journal at path and requires the
+// checker to flag it.
+func selfTestFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return verdict.SelfTest(bufio.NewReaderSize(f, 1<<20), check.Options{Timeout: time.Minute})
 }
 
 // notStruck lists the kinds with no event that struck (one not skipped).
@@ -647,42 +710,50 @@ func notStruck(kinds []nemesis.Kind, events []nemesis.Event) []nemesis.Kind {
 }
 
 // gather merges the harness's journal and every worker boot's into one
-// history (written to history.jsonl), and adds the workers' results to
-// the harness's.
-func gather(dir string, res workload.Results) (*check.History, workload.Results, error) {
-	journals, results, err := workerFiles(dir)
+// history, written to history.jsonl.
+func gather(dir string) (*check.History, error) {
+	journals, _, err := workerFiles(dir)
 	if err != nil {
-		return nil, res, err
+		return nil, err
 	}
 	var rs []io.Reader
 	for _, p := range append(journals, filepath.Join(dir, "harness-journal.jsonl")) {
 		f, err := os.Open(p)
 		if err != nil {
-			return nil, res, err
+			return nil, err
 		}
 		defer f.Close()
 		rs = append(rs, bufio.NewReaderSize(f, 1<<20))
 	}
 	out, err := os.Create(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
-		return nil, res, err
+		return nil, err
 	}
 	defer out.Close()
 	bw := bufio.NewWriterSize(out, 1<<20)
 	h, cut, err := check.MergeJournals(bw, rs...)
 	if err != nil {
-		return nil, res, err
+		return nil, err
 	}
 	if err := bw.Flush(); err != nil {
-		return nil, res, err
+		return nil, err
 	}
 	if cut > 0 {
 		h.Note("harness", fmt.Sprintf("%d journal lines cut short by a kill left out", cut))
 	}
+	return h, nil
+}
+
+// readResults adds the workers' results files in dir to the harness's own.
+func readResults(dir string, res workload.Results) (workload.Results, error) {
+	_, results, err := workerFiles(dir)
+	if err != nil {
+		return res, err
+	}
 	for _, p := range results {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return nil, res, err
+			return res, err
 		}
 		for i, line := range bytes.Split(b, []byte("\n")) {
 			if len(line) == 0 {
@@ -693,7 +764,7 @@ func gather(dir string, res workload.Results) (*check.History, workload.Results,
 				if i == bytes.Count(b, []byte("\n")) {
 					continue // the last line, cut short by a kill
 				}
-				return nil, res, fmt.Errorf("%s line %d: %w", p, i+1, err)
+				return res, fmt.Errorf("%s line %d: %w", p, i+1, err)
 			}
 			switch {
 			case l.Increment != nil:
@@ -705,7 +776,7 @@ func gather(dir string, res workload.Results) (*check.History, workload.Results,
 			}
 		}
 	}
-	return h, res, nil
+	return res, nil
 }
 
 // buildDlmnode builds cmd/dlmnode of this repository into dir.

@@ -41,24 +41,28 @@ func TestRapidPaceStrikesAThousandAnHour(t *testing.T) {
 
 func TestMajorityAndWindows(t *testing.T) {
 	up := []bool{true, true, true, true, true}
-	if !majority(up, netlab.Faults{}, 1) || majority(up, netlab.Ring([]int{0, 1, 2, 3, 4}), 0) {
+	if !majority(up, nil, 1) || majority(up, cutPairs(5, netlab.Ring([]int{0, 1, 2, 3, 4})), 0) {
 		t.Fatal("majority")
 	}
 	down := []bool{false, false, false, true, true}
 	// 5 agents + 1 embedded = 6 members: 4 needed, the embedded one and
 	// two agents are 3.
-	if majority(down, netlab.Faults{}, 1) {
+	if majority(down, nil, 1) {
 		t.Fatal("a majority with three of five agents down")
 	}
 	h := check.NewHistory(nil)
 	r := newRecorder(h, []string{"n1", "n2", "n3"}, 3, 0)
 	r.changes = []time.Duration{10 * time.Second}
-	r.windows = []check.Window{{From: 0, To: 20 * time.Second}}
-	r.in = false
+	r.states = []memberState{{At: 20 * time.Second, Up: []bool{true, false, false}}}
 	maj, settled := r.Windows(30*time.Second, 6*time.Second)
 	if len(maj) != 1 || len(settled) != 2 || settled[0] != (check.Window{From: 0, To: 10 * time.Second}) ||
 		settled[1] != (check.Window{From: 16 * time.Second, To: 20 * time.Second}) {
 		t.Fatalf("windows %v settled %v", maj, settled)
+	}
+	// Back up at 25 s: a second window from there.
+	r.states = append(r.states, memberState{At: 25 * time.Second, Up: []bool{true, true, false}})
+	if maj, _ = r.Windows(30*time.Second, 6*time.Second); len(maj) != 2 || maj[1] != (check.Window{From: 25 * time.Second, To: 30 * time.Second}) {
+		t.Fatalf("windows %v", maj)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,14 +24,12 @@ type recorder struct {
 	members, embedded int
 
 	mu      sync.Mutex
-	since   time.Duration // start of the current majority window, if in one
-	in      bool
-	windows []check.Window
+	states  []memberState
 	changes []time.Duration
 }
 
 func newRecorder(h *check.History, names []string, members, embedded int) *recorder {
-	return &recorder{h: h, names: names, nodes: make([][]string, len(names)), members: members, embedded: embedded, in: true}
+	return &recorder{h: h, names: names, nodes: make([][]string, len(names)), members: members, embedded: embedded}
 }
 
 func (r *recorder) Fault(k nemesis.Kind, node int, res, text string) time.Duration {
@@ -72,31 +71,45 @@ func (r *recorder) Healed(k nemesis.Kind, text string) time.Duration {
 	return t
 }
 
-// Changed notes whether a majority of the members is up and pairwise
-// connected now. Embedded members sit on the harness's side of every cut:
-// they count as connected to every agent.
+// Changed notes which processes are up and which pairs of members are cut
+// apart now.
 func (r *recorder) Changed(up []bool, f netlab.Faults) {
 	t := r.h.Elapsed()
-	ok := majority(up[:r.members], f, r.embedded)
+	s := memberState{At: t, Up: slices.Clone(up), Cut: cutPairs(r.members, f)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changes = append(r.changes, t)
-	switch {
-	case ok && !r.in:
-		r.in, r.since = true, t
-	case !ok && r.in:
-		r.in = false
-		r.windows = append(r.windows, check.Window{From: r.since, To: t})
-	}
+	r.states = append(r.states, s)
 }
 
-func majority(up []bool, f netlab.Faults, embedded int) bool {
+// cutPairs are the pairs of the first n nodes that f does not leave
+// connected both ways.
+func cutPairs(n int, f netlab.Faults) [][2]int {
+	var out [][2]int
+	for a := range n {
+		for b := a + 1; b < n; b++ {
+			if !f.Connected(a, b) {
+				out = append(out, [2]int{a, b})
+			}
+		}
+	}
+	return out
+}
+
+// majority reports whether some majority of all the members (up and
+// cut among the first ones, embedded more always up and connected to
+// every one) is up and pairwise connected.
+func majority(up []bool, cut [][2]int, embedded int) bool {
 	n := len(up)
 	need := (n+embedded)/2 + 1 - embedded
 	if need <= 0 {
 		return true
 	}
-	// Some set of need agents up and pairwise connected.
+	apart := make(map[[2]int]bool, len(cut))
+	for _, c := range cut {
+		apart[c] = true
+	}
+	// Some set of need members up and pairwise connected.
 	for mask := 1; mask < 1<<n; mask++ {
 		c, ok := 0, true
 		for a := range n {
@@ -109,7 +122,7 @@ func majority(up []bool, f netlab.Faults, embedded int) bool {
 				break
 			}
 			for b := a + 1; b < n && ok; b++ {
-				if mask&(1<<b) != 0 && !f.Connected(a, b) {
+				if mask&(1<<b) != 0 && apart[[2]int{a, b}] {
 					ok = false
 				}
 			}
@@ -121,18 +134,41 @@ func majority(up []bool, f netlab.Faults, embedded int) bool {
 	return false
 }
 
+// snapshot returns the states and changes recorded so far.
+func (r *recorder) snapshot() ([]memberState, []time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.states), slices.Clone(r.changes)
+}
+
 // Windows returns the majority windows up to end, and the same windows
 // less settle after every change (fault, heal, kill, restart).
 func (r *recorder) Windows(end, settle time.Duration) (majority, settled []check.Window) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	majority = append([]check.Window(nil), r.windows...)
-	if r.in {
-		majority = append(majority, check.Window{From: r.since, To: end})
+	states, changes := r.snapshot()
+	return windows(states, changes, r.members, r.embedded, end, settle)
+}
+
+// windows are the windows in which a majority of the members was up and
+// connected, by the member states, up to end; and the same windows less
+// settle after every change.
+func windows(states []memberState, changes []time.Duration, members, embedded int, end, settle time.Duration) (maj, settled []check.Window) {
+	in, since := true, time.Duration(0)
+	for _, s := range states {
+		ok := majority(s.Up[:members], s.Cut, embedded)
+		switch {
+		case ok && !in:
+			in, since = true, s.At
+		case !ok && in:
+			in = false
+			maj = append(maj, check.Window{From: since, To: s.At})
+		}
 	}
-	for _, w := range majority {
+	if in {
+		maj = append(maj, check.Window{From: since, To: end})
+	}
+	for _, w := range maj {
 		from := w.From
-		for _, c := range r.changes {
+		for _, c := range changes {
 			if c+settle <= from || c >= w.To {
 				continue
 			}
@@ -145,7 +181,11 @@ func (r *recorder) Windows(end, settle time.Duration) (majority, settled []check
 			settled = append(settled, check.Window{From: from, To: w.To})
 		}
 	}
-	return majority, settled
+	return maj, settled
 }
 
-func (r *recorder) String() string { return fmt.Sprintf("%d windows", len(r.windows)) }
+func (r *recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprintf("%d states", len(r.states))
+}

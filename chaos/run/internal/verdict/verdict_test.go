@@ -131,7 +131,7 @@ func TestRealHistoryPassesAndAPlantedOverlapIsCaught(t *testing.T) {
 	if v.Counter.Final == nil || v.Counter.Final.Value != int64(v.Counter.Acked) {
 		t.Fatalf("counter: final %+v, %d acknowledged", v.Counter.Final, v.Counter.Acked)
 	}
-	desc, err := SelfTest(journal, check.Options{Timeout: 30 * time.Second})
+	desc, err := SelfTest(bytes.NewReader(journal), check.Options{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
