@@ -86,7 +86,7 @@ func Markdown(r Run) string {
 		fmt.Fprintf(&b, "- inconclusive: %s\n", strings.ReplaceAll(x, "\n", " "))
 	}
 	b.WriteString("\n## Availability\n\n")
-	fmt.Fprintf(&b, "A probe per worker process and one in the harness each take a lock of their own every 100 ms; a 100 ms slot counts as available when a probe called in it was granted within 1 s. Settled leaves out the %s after every change (fault, heal, kill, restart).\n\n", r.Settle)
+	fmt.Fprintf(&b, "A probe per worker process and one in the harness each take a lock of their own every 100 ms; a 100 ms slot counts as available when a probe called in it, or waiting at its start, was granted within 1 s of its call. Settled leaves out the %s after every change (fault, heal, kill, restart).\n\n", r.Settle)
 	fmt.Fprintf(&b, "| window | measured | slots | available | share |\n|---|--:|--:|--:|--:|\n")
 	for _, a := range []struct {
 		name string

@@ -131,8 +131,8 @@ func (v Verdict) Summary() string {
 	if !v.OK {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(&b, "verdict %s: %d violations, %d inconclusive; %d faults; %d grants, %d writes checked; availability %.2f%% (settled %.2f%%)",
+	fmt.Fprintf(&b, "verdict %s: %d violations, %d inconclusive; %d faults; %d grants, %d writes checked; availability %.2f%% of %d slots (settled %.2f%% of %d)",
 		verdict, len(v.Violations), len(v.Inconclusive), v.Faults, v.Stats.Grants, v.Stats.Writes,
-		100*v.Availability.Share, 100*v.SettledAvailability.Share)
+		100*v.Availability.Share, v.Availability.Slots, 100*v.SettledAvailability.Share, v.SettledAvailability.Slots)
 	return b.String()
 }
