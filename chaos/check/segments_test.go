@@ -188,3 +188,51 @@ func TestSegmentedAgreesWithPorcupineOnRegisters(t *testing.T) {
 		}
 	})
 }
+
+// TestSegmentedAgreesWithPorcupineOnSemaphores: the same for a semaphore
+// of three permits.
+func TestSegmentedAgreesWithPorcupineOnSemaphores(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var ops []porcupine.Operation
+		lock := 0
+		for c := range rapid.IntRange(1, 4).Draw(t, "clients") {
+			now := int64(rapid.IntRange(0, 20).Draw(t, "start"))
+			held := 0
+			for range rapid.IntRange(1, 8).Draw(t, "ops") {
+				call := now + int64(rapid.IntRange(0, 15).Draw(t, "gap"))
+				ret := call + int64(rapid.IntRange(0, 10).Draw(t, "took"))
+				out := rapid.SampledFrom([]Outcome{OK, OK, OK, Fail, Unknown}).Draw(t, "out")
+				if out == Unknown {
+					ret = inf
+				}
+				in := LockInput{Resource: "s", Client: c, Limit: 3}
+				if held == 0 {
+					lock++
+					in.Kind, in.Lock, in.Permits = Acquire, lock, rapid.IntRange(1, 2).Draw(t, "permits")
+					if out != Fail {
+						held = lock
+					}
+				} else {
+					in.Kind, in.Lock = rapid.SampledFrom([]Kind{Release, Lost}).Draw(t, "release"), held
+					if in.Kind == Lost {
+						out, ret = OK, call
+					}
+					held = 0
+				}
+				ops = append(ops, porcupine.Operation{ClientId: c, Input: in, Output: LockOutput{Outcome: out}, Call: call, Return: ret})
+				if ret == inf {
+					if !rapid.Bool().Draw(t, "woke") {
+						break
+					}
+					ret = call + 5
+				}
+				now = ret
+			}
+		}
+		want := porcupine.CheckOperations(SemaphoreModel(), ops)
+		got := checkSegmented(semaphoreSegModel(), ops, segLim())
+		if (got.verdict == porcupine.Ok) != want || got.verdict == porcupine.Unknown {
+			t.Fatalf("segmented %v (%s), porcupine %v on\n%v", got.verdict, got.reason, want, ops)
+		}
+	})
+}
