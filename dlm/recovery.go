@@ -94,6 +94,9 @@ type recoveryState struct {
 	// view the others go through. beforeSuspend runs as Suspend starts.
 	afterMastery  func(ctx context.Context, epoch uint64) error
 	beforeSuspend func(epoch uint64)
+	// afterZombieDrop, if set (tests only, under mu), runs in Suspend once
+	// a zombie dropped its lock state, before the view is installed.
+	afterZombieDrop func(epoch uint64)
 }
 
 type spaceSnapshot struct {
@@ -326,16 +329,24 @@ func (h recoveryHost) Suspend(v recovery.View) {
 		rs.invalid++
 	}
 	rs.bufFor(v.Epoch)
+	zombieHook := rs.afterZombieDrop
 	rs.mu.Unlock()
+	if p.selfFresh {
+		// Before a zombie drops its state: until then the old view still
+		// routes here, and a request let in after its shard was emptied
+		// would be granted by this node's empty table while the
+		// resource's master in the new view grants it too.
+		n.gate.unjoin()
+	}
 	if p.zombie {
 		n.log.Warn("recovery: this node missed a view the others went through; dropping all lock state", "epoch", v.Epoch)
 		n.dropLockState(fmt.Errorf("%w: the cluster went through a view without this node", ErrNoQuorum))
 		rs.mu.Lock()
 		rs.mine.suspended(vw, p) // dropLockState emptied it
 		rs.mu.Unlock()
-	}
-	if p.selfFresh {
-		n.gate.unjoin()
+		if zombieHook != nil {
+			zombieHook(v.Epoch)
+		}
 	}
 	n.gate.epoch.Store(v.Epoch)
 	n.view.Store(vw)

@@ -3,6 +3,7 @@ package dlm
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -249,4 +250,78 @@ func startNodeErr(c *cluster, i int) error {
 	}
 	c.nodes[i], c.ls[i] = nd, ls
 	return nil
+}
+
+// TestZombieServesNothingOnceItDropsItsState: a member that missed a view
+// drops its lock state when it installs the next one; a request made on
+// it at that moment, for a resource it mastered in the view it still
+// routes by, is not granted by its emptied table (the resource's master
+// in the new view may grant it to another), but waits for the recovery.
+func TestZombieServesNothingOnceItDropsItsState(t *testing.T) {
+	for attempt := range 5 {
+		var dropped bool
+		synctestRun(t, func(t *testing.T) { dropped = zombieRequest(t) })
+		if dropped || t.Failed() {
+			return
+		}
+		t.Logf("attempt %d: the node did not install a view as a zombie; again", attempt+1)
+	}
+	t.Fatal("in five attempts the node never dropped its state as a zombie")
+}
+
+// zombieRequest runs the scenario once; false if b did not turn zombie.
+func zombieRequest(t *testing.T) bool {
+	c := startMem(t, 4, nil)
+	defer c.close()
+	const a, b, cc, d = 0, 1, 2, 3 // b masters the resource and misses a view; d goes and comes back
+	res := c.resourceOn(b, "zombie-request")
+	nb := c.nodes[b]
+	missed := nb.epoch() + 1
+	rs := &nb.recov
+	var (
+		hookMu  sync.Mutex
+		ran     bool
+		granted *Lock
+		tryErr  error
+	)
+	rs.mu.Lock()
+	rs.afterMastery = func(ctx context.Context, epoch uint64) error {
+		if epoch != missed {
+			return nil
+		}
+		<-ctx.Done() // until the next view aborts this recovery
+		return ctx.Err()
+	}
+	rs.afterZombieDrop = func(uint64) {
+		ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+		defer cancel()
+		lk, err := c.ls[b].TryLock(ctx, res, modes.EX)
+		hookMu.Lock()
+		ran, granted, tryErr = true, lk, err
+		hookMu.Unlock()
+	}
+	rs.mu.Unlock()
+
+	c.kill(d)
+	for c.nodes[a].epoch() < missed || c.nodes[cc].epoch() < missed {
+		time.Sleep(10 * time.Millisecond) // fake time: a and c install the view b misses
+	}
+	started := make(chan error, 1)
+	go func() { started <- startNodeErr(c, d) }()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	c.waitView(4, 30*time.Second)
+	hookMu.Lock()
+	defer hookMu.Unlock()
+	if !ran {
+		return false
+	}
+	if granted != nil {
+		t.Errorf("the zombie granted EX on %s from its emptied table (token %d) before installing the view", res, granted.Token())
+		_ = granted.Unlock()
+	} else if tryErr == nil {
+		t.Error("the try returned neither a lock nor an error")
+	}
+	return true
 }
