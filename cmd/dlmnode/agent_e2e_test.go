@@ -655,11 +655,21 @@ func startClusterCommand(ctx context.Context, t *testing.T, bin string, args ...
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// If the test ends without stopping it, its agents (each in a process
+	// group of its own, out of reach of a signal to the command) are
+	// killed by the pids it printed, then the command.
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+		if cmd.ProcessState != nil {
+			return
 		}
+		for _, r := range c.rows {
+			// Still the agent (not a process that reused its pid)?
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", r.pid)); err == nil && bytes.Contains(b, []byte("agent\x00--name\x00"+r.name+"\x00")) {
+				_ = syscall.Kill(r.pid, syscall.SIGKILL)
+			}
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 	})
 	row := regexp.MustCompile(`^(node\d)\s+(\d+)\s+(http://127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)\s+(127\.0\.0\.1:\d+)$`)
 	go func() {
