@@ -32,8 +32,8 @@ func clusterMain(args []string, stdout, stderr io.Writer) error {
 Starts a local cluster of agent processes ("dlmnode agent") on loopback,
 with ports picked for them, waits until every one serves, and prints each
 agent's admin URL and addresses. Each agent keeps its data directory in
-DIR/data/NAME. Ctrl-C (or SIGTERM) stops them all: each
-releases its locks and leaves; a second Ctrl-C kills them at once.
+DIR/data/NAME. Ctrl-C (or SIGTERM) stops them all: each releases its
+locks and leaves; a second Ctrl-C kills them at once.
 
 flags:
 `)
