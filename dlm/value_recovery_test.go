@@ -109,15 +109,51 @@ func TestDroppedStateKeepsReportsOfTheNextView(t *testing.T) {
 // depend on timing, so a run in which the zombie's Suspend did not come
 // after both reports is tried again, up to five times.
 func TestZombieMasterRebuildsFromEarlyReports(t *testing.T) {
+	untilRealized(t, zombieRebuild, "the zombie installed the view before both reports came", "the zombie never installed its view after the reports")
+}
+
+// untilRealized runs a synctest scenario that timing may not give, up to
+// five times, until run reports that it did; again and never say why not.
+func untilRealized(t *testing.T, run func(*testing.T) bool, again, never string) {
+	t.Helper()
 	for attempt := range 5 {
 		var realized bool
-		synctestRun(t, func(t *testing.T) { realized = zombieRebuild(t) })
+		synctestRun(t, func(t *testing.T) { realized = run(t) })
 		if realized || t.Failed() {
 			return
 		}
-		t.Logf("attempt %d: the zombie installed the view before both reports came; again", attempt+1)
+		t.Logf("attempt %d: %s; again", attempt+1, again)
 	}
-	t.Fatal("in five attempts the zombie never installed its view after the reports")
+	t.Fatalf("in five attempts %s", never)
+}
+
+// missViewAndReturn makes node b miss the view that removes node d (its
+// Prepare of that view fails until the next view aborts it), then starts
+// d again and waits until all four members are in a view: b installs
+// that one as a zombie. Nodes a and cc install the view b misses first.
+func missViewAndReturn(t *testing.T, c *cluster, a, b, cc, d int) {
+	t.Helper()
+	missed := c.nodes[b].epoch() + 1
+	rs := &c.nodes[b].recov
+	rs.mu.Lock()
+	rs.afterMastery = func(ctx context.Context, epoch uint64) error {
+		if epoch != missed {
+			return nil
+		}
+		<-ctx.Done() // until the next view aborts this recovery
+		return ctx.Err()
+	}
+	rs.mu.Unlock()
+	c.kill(d)
+	for c.nodes[a].epoch() < missed || c.nodes[cc].epoch() < missed {
+		time.Sleep(10 * time.Millisecond) // fake time: a and c install the view b misses
+	}
+	started := make(chan error, 1)
+	go func() { started <- startNodeErr(c, d) }()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	c.waitView(4, 30*time.Second)
 }
 
 // zombieRebuild runs the scenario once; false if the timing did not give
@@ -155,13 +191,6 @@ func zombieRebuild(t *testing.T) bool {
 	}
 	var realized, held bool // under rs.mu
 	rs.mu.Lock()
-	rs.afterMastery = func(ctx context.Context, epoch uint64) error {
-		if epoch != missed {
-			return nil
-		}
-		<-ctx.Done() // until the next view aborts this recovery
-		return ctx.Err()
-	}
 	rs.beforeSuspend = func(epoch uint64) {
 		rs.mu.Lock()
 		first := epoch > missed && !held
@@ -183,17 +212,7 @@ func zombieRebuild(t *testing.T) bool {
 		}
 	}
 	rs.mu.Unlock()
-
-	c.kill(d)
-	for c.nodes[a].epoch() < missed || c.nodes[cc].epoch() < missed {
-		time.Sleep(10 * time.Millisecond) // fake time: a and c install the view b misses
-	}
-	started := make(chan error, 1)
-	go func() { started <- startNodeErr(c, d) }()
-	if err := <-started; err != nil {
-		t.Fatal(err)
-	}
-	c.waitView(4, 30*time.Second)
+	missViewAndReturn(t, c, a, b, cc, d)
 	rs.mu.Lock()
 	ok := realized
 	rs.mu.Unlock()
@@ -258,15 +277,7 @@ func startNodeErr(c *cluster, i int) error {
 // routes by, is not granted by its emptied table (the resource's master
 // in the new view may grant it to another), but waits for the recovery.
 func TestZombieServesNothingOnceItDropsItsState(t *testing.T) {
-	for attempt := range 5 {
-		var dropped bool
-		synctestRun(t, func(t *testing.T) { dropped = zombieRequest(t) })
-		if dropped || t.Failed() {
-			return
-		}
-		t.Logf("attempt %d: the node did not install a view as a zombie; again", attempt+1)
-	}
-	t.Fatal("in five attempts the node never dropped its state as a zombie")
+	untilRealized(t, zombieRequest, "the node did not install a view as a zombie", "the node never dropped its state as a zombie")
 }
 
 // zombieRequest runs the scenario once; false if b did not turn zombie.
@@ -275,9 +286,7 @@ func zombieRequest(t *testing.T) bool {
 	defer c.close()
 	const a, b, cc, d = 0, 1, 2, 3 // b masters the resource and misses a view; d goes and comes back
 	res := c.resourceOn(b, "zombie-request")
-	nb := c.nodes[b]
-	missed := nb.epoch() + 1
-	rs := &nb.recov
+	rs := &c.nodes[b].recov
 	var (
 		hookMu  sync.Mutex
 		ran     bool
@@ -285,13 +294,6 @@ func zombieRequest(t *testing.T) bool {
 		tryErr  error
 	)
 	rs.mu.Lock()
-	rs.afterMastery = func(ctx context.Context, epoch uint64) error {
-		if epoch != missed {
-			return nil
-		}
-		<-ctx.Done() // until the next view aborts this recovery
-		return ctx.Err()
-	}
 	rs.afterZombieDrop = func(uint64) {
 		ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
 		defer cancel()
@@ -301,17 +303,7 @@ func zombieRequest(t *testing.T) bool {
 		hookMu.Unlock()
 	}
 	rs.mu.Unlock()
-
-	c.kill(d)
-	for c.nodes[a].epoch() < missed || c.nodes[cc].epoch() < missed {
-		time.Sleep(10 * time.Millisecond) // fake time: a and c install the view b misses
-	}
-	started := make(chan error, 1)
-	go func() { started <- startNodeErr(c, d) }()
-	if err := <-started; err != nil {
-		t.Fatal(err)
-	}
-	c.waitView(4, 30*time.Second)
+	missViewAndReturn(t, c, a, b, cc, d)
 	hookMu.Lock()
 	defer hookMu.Unlock()
 	if !ran {
