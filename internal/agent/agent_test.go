@@ -139,22 +139,10 @@ func startAgent(t *testing.T, args []string) (*Agent, func()) {
 	}
 }
 
+// get is a GET of u with header (see request).
 func get(t *testing.T, u string, header http.Header) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return request(t, http.MethodGet, u, "", "", header)
 }
 
 // TestAdminEndpoints: readiness, metrics with the Go and process
