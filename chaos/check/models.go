@@ -414,23 +414,17 @@ func partitionKey(input any) string {
 // partitionOps splits a history by resource (or key), keeping the order of
 // first appearance so that results are deterministic.
 func partitionOps(history []porcupine.Operation) [][]porcupine.Operation {
-	return groupBy(history, func(op porcupine.Operation) string { return partitionKey(op.Input) })
-}
-
-// groupBy splits xs by key, keeping their order within a group and the
-// groups in the order of their first element.
-func groupBy[T any](xs []T, key func(T) string) [][]T {
 	idx := make(map[string]int)
-	var out [][]T
-	for _, x := range xs {
-		k := key(x)
+	var out [][]porcupine.Operation
+	for _, op := range history {
+		k := partitionKey(op.Input)
 		i, ok := idx[k]
 		if !ok {
 			i = len(out)
 			idx[k] = i
 			out = append(out, nil)
 		}
-		out[i] = append(out[i], x)
+		out[i] = append(out[i], op)
 	}
 	return out
 }

@@ -249,7 +249,19 @@ func mapsKeys(m map[int]bool) func(func(int) bool) {
 // groupByPending groups configurations that carry the same pending
 // operations: one search serves all their states.
 func groupByPending(cs []config) [][]config {
-	return groupBy(cs, config.pendingKey)
+	idx := make(map[string]int)
+	var out [][]config
+	for _, c := range cs {
+		k := c.pendingKey()
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], c)
+	}
+	return out
 }
 
 // prune drops from c's pending operations those dead in its state.

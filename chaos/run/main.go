@@ -179,7 +179,14 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.recheck != "" {
 		ok, err := recheck(o.recheck, o.settle, stdout)
-		return verdictCode(ok, err, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "chaos:", err)
+			return 1
+		}
+		if !ok {
+			return 1
+		}
+		return 0
 	}
 	kinds, _ := nemesis.ParseKinds(o.nemeses)
 	wantNet := false
@@ -220,12 +227,6 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ok, err := run(ctx, o, kinds, args, stdout, stderr)
-	return verdictCode(ok, err, stderr)
-}
-
-// verdictCode is the exit status of a run or a re-check: 0 if its checks
-// passed, 1 if they failed or it could not finish (err, printed).
-func verdictCode(ok bool, err error, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return 1
