@@ -262,6 +262,9 @@ func (d *deadlocks) detect(now time.Time) {
 		d.mu.Unlock()
 		return
 	}
+	if h := n.knobs.deadlockBeforeSearch; h != nil {
+		h(d)
+	}
 	if !d.changed || now.Before(d.nextSearch) {
 		d.mu.Unlock()
 		return

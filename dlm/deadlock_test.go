@@ -406,6 +406,7 @@ func TestDeadlockStaleRoundFailsNobodyMore(t *testing.T) {
 		var stale map[string]*edgeReport
 		var victims []victim
 		var det *deadlocks
+		replay, replayed := false, make(chan struct{})
 		c := deadlockClusterWith(t, 3, testDeadlockWait, nil, testKnobs{
 			deadlockBeforeConfirm: func() {
 				mu.Lock()
@@ -423,6 +424,22 @@ func TestDeadlockStaleRoundFailsNobodyMore(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				victims = append(victims, v...)
+			},
+			// The replay is made by the detector itself, between rounds and
+			// just before it searches, so that no fresh report overwrites
+			// the stale ones first.
+			deadlockBeforeSearch: func(d *deadlocks) {
+				mu.Lock()
+				defer mu.Unlock()
+				if d != det || !replay {
+					return
+				}
+				replay = false
+				d.reports, d.changed, d.nextSearch = stale, true, time.Time{}
+				for _, r := range stale {
+					r.at = time.Now()
+				}
+				close(replayed)
 			},
 		})
 		defer c.close()
@@ -444,14 +461,14 @@ func TestDeadlockStaleRoundFailsNobodyMore(t *testing.T) {
 		}
 		// Replay the first round's reports into the detector.
 		mu.Lock()
-		det.mu.Lock()
-		det.reports, det.changed, det.nextSearch = stale, true, time.Time{}
-		for _, r := range stale {
-			r.at = time.Now()
-		}
-		det.mu.Unlock()
+		replay = true
 		v := victims[0]
 		mu.Unlock()
+		select {
+		case <-replayed:
+		case <-time.After(deadlockSlack):
+			t.Fatal("the detector never searched again")
+		}
 		time.Sleep(det.interval / 2)
 		// And the fail message again, from the detector.
 		fail := &wire.DeadlockFail{Epoch: c.nodes[0].epoch(), Lockspace: v.edge.Lockspace, Resource: v.edge.Resource,

@@ -11,6 +11,11 @@ type testKnobs struct {
 	// them to change the locks at those moments, or to look.
 	deadlockBeforeConfirm func()
 	deadlockBeforeFail    func([]victim)
+	// deadlockBeforeSearch, when set, runs on the detector with its mutex
+	// held, between rounds and before it looks whether to search: a test
+	// may replace the reports there, and the search that follows sees
+	// exactly them, with no fresh report in between.
+	deadlockBeforeSearch func(*deadlocks)
 	// noLockDelay switches the lock-delay off (the nemesis tests'
 	// control); Start sets it from seam.WithoutLockDelay.
 	noLockDelay bool

@@ -294,7 +294,10 @@ func waitFor(t *testing.T, cond func() bool) {
 // themselves), every call gets its reply; once they are done, the reader
 // steps aside again, so a lone caller's calls read their own replies.
 func TestLentReadingManyWaiters(t *testing.T) {
-	a, b := tcpPair(t)
+	// The watcher looks at the connection only every second once it
+	// stepped down, so that the calls made alone find the reading free
+	// however slowly this machine runs the caller between two of them.
+	a, b := tcpPairWith(t, transport.SlowWatcher(time.Second))
 	defer a.links.Close()
 	defer b.links.Close()
 	const callers, calls = 32, 50
