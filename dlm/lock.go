@@ -39,12 +39,16 @@ type Lock struct {
 	// Guarded by sh.mu.
 	// (The one-byte fields sit together: a Lock must stay in its size
 	// class, see TestLockSize.)
-	state    lockState
-	mode     modes.Mode // granted mode
-	want     modes.Mode // mode asked for by the operation in flight
-	demoted  bool
-	valueOK  bool
-	valueOp  wire.LVBOp
+	state   lockState
+	mode    modes.Mode // granted mode
+	want    modes.Mode // mode asked for by the operation in flight
+	demoted bool
+	valueOK bool
+	valueOp wire.LVBOp
+	// writing is the value operation the conversion in flight carries:
+	// given back to valueOp if the master refuses the conversion (no
+	// quorum), so that the next one, or the unlock, writes it after all.
+	writing  wire.LVBOp
 	token    uint64
 	value    []byte // this holder's copy of the value block
 	valueSeq uint64

@@ -59,10 +59,12 @@ func (lk *Lock) finish(sh *shard, o outcome) {
 	case stConverting:
 		if o.granted {
 			lk.grant(o)
+			lk.writing = wire.LVBNone
 		} else {
 			// A failed conversion leaves the lock as it was, unless a
 			// deadlock demoted it to NL on the way.
 			lk.state, lk.opErr = stGranted, o.err
+			lk.unwrite()
 			if o.demoted {
 				lk.mode, lk.demoted = modes.NL, true
 			}
@@ -76,6 +78,9 @@ func (lk *Lock) finish(sh *shard, o outcome) {
 	case stGranted:
 		if lk.pendingConvert && o.granted {
 			lk.grant(o) // a conversion the caller gave up on went through
+			lk.writing = wire.LVBNone
+		} else if lk.pendingConvert {
+			lk.unwrite()
 		}
 		lk.pendingConvert = false
 		return
@@ -83,6 +88,23 @@ func (lk *Lock) finish(sh *shard, o outcome) {
 		return
 	}
 	lk.signalDone()
+}
+
+// unwrite gives the value write of a conversion the master refused back
+// to the holder, unless it set another value since: a refused conversion
+// wrote nothing, and the write it carried was acknowledged to nobody.
+// The holder's own copy (keepWrittenValue) already has the value.
+// Caller holds sh.mu.
+func (lk *Lock) unwrite() {
+	op := lk.writing
+	lk.writing = wire.LVBNone
+	if op == wire.LVBNone || lk.valueOp != wire.LVBNone {
+		return
+	}
+	lk.valueOp = op
+	if op == wire.LVBWrite {
+		lk.newValue = append(lk.newValue[:0], lk.value...)
+	}
 }
 
 // giveBack releases a lock granted after its caller stopped waiting.

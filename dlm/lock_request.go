@@ -338,6 +338,7 @@ func (lk *Lock) startConvert(ctx context.Context, mode modes.Mode, o lockOpts, o
 	}
 	op, val := lk.valueToWrite(lk.mode, mode)
 	lk.keepWrittenValue(op, val)
+	lk.writing = wire.LVBNone
 	lk.state, lk.want, lk.started, lk.noQueue = stConverting, mode, lk.ls.node.sinceStart(), o.noQueue
 	lk.beginOp()
 	timeout := deadlineOf(ctx)
@@ -361,6 +362,9 @@ func (lk *Lock) startConvert(ctx context.Context, mode modes.Mode, o lockOpts, o
 	}
 	if err == nil && op != wire.LVBNone {
 		lk.valueOp, lk.newValue = wire.LVBNone, lk.newValue[:0]
+		if lk.state == stConverting {
+			lk.writing = op
+		}
 	}
 	if err != nil || lk.state == stGranted {
 		sh.mu.Unlock()

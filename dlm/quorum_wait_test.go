@@ -233,3 +233,62 @@ func TestCancelWhileWaitingForQuorum(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusedDownConversionKeepsItsValue: an EX holder sets a value and
+// converts down while the resource's master has no quorum. The master
+// refuses the conversion, so it wrote nothing: the value must go with the
+// conversion asked again (or the unlock) and be what the next EX holder
+// reads. Both ways a conversion is asked again are checked: by the caller
+// after FailFast, and by Convert itself.
+func TestRefusedDownConversionKeepsItsValue(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 5, nil)
+		defer c.close()
+		resA, resB := c.resourceOn(1, "cv-value-a"), c.resourceOn(1, "cv-value-b")
+		a := mustLock(t, c.ls[0], resA, modes.EX)
+		b := mustLock(t, c.ls[0], resB, modes.EX)
+		for _, other := range []int{2, 3, 4} {
+			c.net.Partition(c.nodes[1].Name(), c.nodes[other].Name())
+		}
+		for {
+			if _, held := c.nodes[1].QuorumLease(); !held {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, held := c.nodes[0].QuorumLease(); !held {
+			t.Fatal("the holder's node lost its quorum too: the test shows nothing")
+		}
+		if err := a.SetValue([]byte("a-written")); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Convert(bg, modes.NL, FailFast()); !errors.Is(err, ErrNoQuorum) {
+			t.Fatalf("FailFast down-conversion at a master without quorum: %v", err)
+		}
+		if a.Mode() != modes.EX {
+			t.Fatalf("after the refused down-conversion: mode %v, want EX", a.Mode())
+		}
+		if err := b.SetValue([]byte("b-written")); err != nil {
+			t.Fatal(err)
+		}
+		doneA, doneB := make(chan error, 1), make(chan error, 1)
+		go func() { doneA <- a.Convert(bg, modes.NL) }()
+		go func() { doneB <- b.Convert(bg, modes.NL) }()
+		time.Sleep(2 * time.Second) // refused, and asked again, meanwhile
+		c.net.Heal()
+		for _, done := range []chan error{doneA, doneB} {
+			if err := <-done; err != nil {
+				t.Fatalf("down-conversion after the heal: %v", err)
+			}
+		}
+		for res, want := range map[string]string{resA: "a-written", resB: "b-written"} {
+			next := mustLock(t, c.ls[2], res, modes.EX)
+			if v, valid := next.Value(); string(v) != want || !valid {
+				t.Errorf("%s: the next EX holder reads %q (valid %v), want %q", res, v, valid, want)
+			}
+			mustUnlock(t, next)
+		}
+		mustUnlock(t, a)
+		mustUnlock(t, b)
+	})
+}
