@@ -152,6 +152,24 @@ func (bs *beliefs) granted(h *History, r *Record) {
 	}
 }
 
+// lateGrant notes that r, a lock operation its node's crash or freeze
+// made Unknown, was granted mode after all: a frozen process wakes holding
+// the lock in that mode, which a later conversion of it may start from.
+func (bs *beliefs) lateGrant(r *Record, mode modes.Mode) {
+	k := keyOf(r)
+	if (r.Kind != Acquire && r.Kind != Convert) || bs.locks[k] != r.lock || bs.open[k] != nil {
+		return
+	}
+	e, ok := bs.ended[k]
+	if !ok || e.lock != r.lock {
+		e = endedLock{lock: r.lock}
+	}
+	if !slices.Contains(e.modes, mode) {
+		e.modes = append(slices.Clone(e.modes), mode)
+	}
+	bs.ended[k] = e
+}
+
 // failed restores the mode a failed conversion started from. If the lock
 // was lost while the conversion was in flight, the failure may only report
 // the loss: the conversion may have taken effect before it, so r is

@@ -256,6 +256,25 @@ func TestTokens(t *testing.T) {
 		h.Convert(1, "w1", "r", modes.EX).Granted(modes.EX, 6) // up from PR: a grant, below 7
 		wantViolations(t, only(CheckTokens, h), 1, "token went back from 7 to 6")
 	})
+	// The 20-minute run of 2026-12-01 at 15m53s: a worker's CR request
+	// was in flight when its process froze; the grant came back after the
+	// thaw, and the client converted the lock down to NL under its token,
+	// after another client had been granted a newer one. The lock was in
+	// the mode granted late: a down-conversion from it is no grant.
+	t.Run("a down-conversion of a lock granted after a freeze keeps its token", func(t *testing.T) {
+		h, clk := newManual()
+		late := h.Acquire(1, "w2", "r", modes.CR)
+		clk.at(s)
+		h.Freeze("w2")
+		clk.at(2 * s)
+		late.Granted(modes.CR, 5)
+		h.Acquire(2, "w1", "r", modes.PR).Granted(modes.PR, 7)
+		clk.at(3 * s)
+		h.Convert(1, "w2", "r", modes.NL).Granted(modes.NL, 5)
+		wantViolations(t, only(CheckTokens, h), 0)
+		h.Convert(1, "w2", "r", modes.EX).Granted(modes.EX, 6) // up from NL: a grant, below 7
+		wantViolations(t, only(CheckTokens, h), 1, "token went back from 7 to 6")
+	})
 	t.Run("a conversion of a lock with no past is a grant", func(t *testing.T) {
 		h, clk := newManual()
 		h.Acquire(2, "w2", "r", modes.CR).Granted(modes.CR, 7)

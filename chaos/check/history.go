@@ -529,6 +529,7 @@ func (o *Op) granted(mode modes.Mode, token uint64, op string) {
 	if !h.resolve(o.i, OK, nil, "granted") {
 		if r := &h.recs[o.i]; r.Outcome == Unknown && r.Err == errCrashed {
 			r.late = token
+			h.beliefs.lateGrant(r, mode)
 		}
 		return
 	}
