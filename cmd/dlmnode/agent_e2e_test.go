@@ -462,11 +462,6 @@ func TestAgentBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	heldUDP, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer heldUDP.Close()
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.pem")
 	if err := os.WriteFile(garbage, []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
@@ -492,28 +487,61 @@ func TestAgentBadInput(t *testing.T) {
 		{"admin port in use", with("--admin-addr", held.Addr().String()), nil, regexp.MustCompile(`--admin-addr 127\.0\.0\.1:\d+: address already in use`)},
 		{"link port in use", with("--link-addr", held.Addr().String()), nil, regexp.MustCompile(`--link-addr 127\.0\.0\.1:\d+: address already in use`)},
 		{"gossip port in use (TCP)", with("--gossip-addr", held.Addr().String()), nil, regexp.MustCompile(`--gossip-addr 127\.0\.0\.1:\d+: address already in use`)},
-		{"gossip port in use (UDP)", with("--gossip-addr", heldUDP.LocalAddr().String()), nil, regexp.MustCompile(`--gossip-addr 127\.0\.0\.1:\d+ \(UDP\): address already in use`)},
 		{"admin on every interface without a token", with("--admin-addr", "0.0.0.0:0"), nil, regexp.MustCompile(`--admin-addr "0\.0\.0\.0:0" is not a loopback address: set --admin-token-file, or --admin-insecure`)},
 		{"bad duration", with("--lease", "forever"), nil, regexp.MustCompile(`--lease: set "forever"`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, tc.args...)
-			cmd.Env = append(agentEnv(), tc.env...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			ee, isExit := err.(*exec.ExitError)
-			if !isExit || ee.ExitCode() != 2 {
-				t.Fatalf("exit: %v, want status 2; stderr:\n%s", err, stderr.String())
-			}
-			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
-			if len(lines) != 1 || !strings.HasPrefix(lines[0], "dlmnode agent: ") || !tc.want.MatchString(lines[0]) {
-				t.Fatalf("stderr %q: want one line matching %v", stderr.String(), tc.want)
+			if line := badInputLine(t, bin, tc.args, tc.env); !tc.want.MatchString(line) {
+				t.Fatalf("stderr %q: want one line matching %v", line, tc.want)
 			}
 		})
 	}
+	// The UDP half of the gossip port: the test holds only the UDP port, so
+	// another process may take the same TCP port meanwhile, and then the
+	// agent rightly names that one; the test takes another port then.
+	t.Run("gossip port in use (UDP)", func(t *testing.T) {
+		udp := regexp.MustCompile(`--gossip-addr 127\.0\.0\.1:\d+ \(UDP\): address already in use`)
+		tcp := regexp.MustCompile(`--gossip-addr 127\.0\.0\.1:\d+: address already in use`)
+		for range 5 {
+			heldUDP, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			line := badInputLine(t, bin, with("--gossip-addr", heldUDP.LocalAddr().String()), nil)
+			_ = heldUDP.Close()
+			switch {
+			case udp.MatchString(line):
+				return
+			case tcp.MatchString(line):
+				t.Logf("%q: the TCP port was taken by another process; another port", line)
+			default:
+				t.Fatalf("stderr %q: want one line matching %v", line, udp)
+			}
+		}
+		t.Fatal("5 UDP ports in a row had their TCP port taken")
+	})
+}
+
+// badInputLine runs dlmnode with args, which it must refuse with exit
+// status 2 and one line on stderr, and returns that line.
+func badInputLine(t *testing.T, bin string, args, env []string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(agentEnv(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	ee, isExit := err.(*exec.ExitError)
+	if !isExit || ee.ExitCode() != 2 {
+		t.Fatalf("exit: %v, want status 2; stderr:\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "dlmnode agent: ") {
+		t.Fatalf("stderr %q: want one line starting %q", stderr.String(), "dlmnode agent: ")
+	}
+	return lines[0]
 }
 
 // TestAgentTokenProcess: an agent process with --admin-token-file answers
