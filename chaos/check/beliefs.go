@@ -132,6 +132,17 @@ func (bs *beliefs) convertCall(r *Record) {
 func (bs *beliefs) granted(h *History, r *Record) {
 	k := keyOf(r)
 	b := bs.open[k]
+	if b == nil && r.Kind == Convert && r.Held {
+		// The client was told its lock was lost while the conversion
+		// was in flight, and then that the conversion was granted: a
+		// process that stalls finds both answers waiting and may take
+		// the Lost first, though the grant came before the loss. The
+		// client believes in neither mode now; the lock may be in the
+		// granted one, which a later conversion of it may start from.
+		r.lostDuring = true
+		bs.lateGrant(r, r.Granted)
+		return
+	}
 	if b != nil && r.Kind == Convert && b.gen == r.gen {
 		bs.switchTo(b, r.Granted, r.Token, r.Return, r.retOrd, r.Seq, r.Kind)
 		b.exact, b.pending = true, nil

@@ -416,6 +416,55 @@ func TestCheckConversionFailedByLoss(t *testing.T) {
 	}
 }
 
+// TestCheckConversionGrantedAfterLoss: the 65-minute run of 2026-12-01 at
+// 29m55s. A worker's client held mix/2 in EX and converted it down to CR;
+// the process stalled for a second, its quorum lease ran out, and on waking
+// the client found both the conversion's grant and the lock's Lost waiting.
+// It took the Lost first, then the grant, and unlocked. The grant came
+// before the loss; the client believed in neither mode after it. Had
+// another client been granted EX before the Lost, the two would overlap
+// whatever the conversion did, and that is still caught.
+func TestCheckConversionGrantedAfterLoss(t *testing.T) {
+	for _, rival := range []bool{false, true} {
+		h, clk := newManual()
+		h.Acquire(1, "w2", "r", modes.EX).Granted(modes.EX, 5)
+		clk.at(s)
+		cv := h.Convert(1, "w2", "r", modes.CR)
+		if rival {
+			clk.at(1500 * ms)
+			h.Acquire(4, "w1", "r", modes.EX).Granted(modes.EX, 6)
+			clk.at(1600 * ms)
+			h.Release(4, "w1", "r").Released()
+		}
+		clk.at(2 * s)
+		h.Lost(1, "w2", "r")
+		cv.Granted(modes.CR, 5)
+		clk.at(2*s + 10*ms)
+		h.Acquire(2, "w2", "r", modes.EX) // in flight across the unlock
+		h.Release(1, "w2", "r").Released()
+		clk.at(2*s + 20*ms)
+		h.Acquire(3, "w1", "r", modes.CW).Granted(modes.CW, 7)
+		h.Release(3, "w1", "r").Released()
+		clk.at(2*s + 30*ms)
+		if !rival {
+			h.Acquire(2, "w2", "r", modes.EX).Granted(modes.EX, 8)
+		}
+		res := Check(h, Options{Checks: AllChecks})
+		want := Checks(0)
+		if rival {
+			want = CheckOverlap | CheckModesModel
+		}
+		if got := failedChecks(res); got != want {
+			t.Errorf("rival=%v: failed %v, want %v:\n%v", rival, got, want, res)
+		}
+		for _, v := range res.Violations {
+			if v.Check == CheckOverlap && !strings.Contains(v.Message, "clients 1 and 4") {
+				t.Errorf("rival=%v: an overlap other than the rival's:\n%s", rival, v.Message)
+			}
+		}
+	}
+}
+
 func TestCheckFileNamesDoNotCollide(t *testing.T) {
 	h, _ := newManual()
 	for _, res := range []string{"a/b", "a b"} {

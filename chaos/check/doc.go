@@ -83,9 +83,12 @@
 // An unlock of a lock the client no longer believed it held (after its
 // Lost, or to clean up after an Unknown acquire) frees the lock if it was
 // held and is never itself a violation. A failed unlock may have found the
-// lock already lost, so it leaves the lock held or free; a conversion that
-// failed after the lock was lost while it was in flight may have taken
-// effect before the loss, so it is checked as Unknown.
+// lock already lost, so it leaves the lock held or free. A conversion that
+// returned after its client was told, while it was in flight, that the lock
+// was lost is checked as Unknown: a failure may only report the loss, and
+// a grant may have come before the loss (a stalled process finds both
+// answers at once, in no telling order) or after it; either way the client
+// believes in neither mode from the Lost on.
 //
 // # What is checked
 //

@@ -133,8 +133,9 @@ type Record struct {
 	// endedIn, for a Convert of a lock the client's belief in had ended
 	// (a Lost, a freeze), are the modes the lock may have been in then.
 	endedIn []modes.Mode
-	// lostDuring marks a Convert that failed after the lock was lost
-	// while it was in flight: the models take it as Unknown.
+	// lostDuring marks a Convert that returned (failed or granted) after
+	// the client was told, while it was in flight, that its lock was
+	// lost: the models take it as Unknown.
 	lostDuring bool
 }
 
