@@ -185,7 +185,7 @@ type simOp struct {
 	granted  modes.Mode
 	newTok   uint64
 	read     int64
-	revoked  bool // the lock was lost while a conversion was in flight
+	revoked  bool // the lock was lost while a conversion was in flight (after its effect, if ok)
 }
 
 // sim is a correct lock service (no queues: a request that does not fit is
@@ -338,10 +338,17 @@ func (s *sim) ret(op *simOp, unknown bool) {
 			c.state = idle
 		}
 	case evConvert:
-		if op.ok && !op.revoked {
+		switch {
+		case op.ok && !op.revoked:
 			e.kind, e.mode, e.token = evGranted, op.granted, op.newTok
 			c.mode, c.token = op.granted, op.newTok
-		} else {
+		case op.ok && rapid.Bool().Draw(s.t, "granted before the loss"):
+			// It took effect before the lock was lost, and the
+			// client heard of the loss first (a process that
+			// stalls finds both answers at once).
+			e.kind, e.mode, e.token = evGranted, op.granted, op.newTok
+			c.token = op.newTok
+		default:
 			e.kind = evFailed
 		}
 	case evRelease:
