@@ -871,7 +871,24 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 	}
 	rs.mu.Lock()
 	rs.mine.rebuilt(vw, n.self)
+	rs.handoffMayBeStaleLocked()
 	rs.mu.Unlock()
+}
+
+// handoffMayBeStaleLocked marks the values of the snapshots this node keeps
+// for the new masters of what it gave up not valid. Once this node's
+// rebuild is done, the barrier may let the others resume the view and its
+// new masters serve, and write, those resources; should a newer view come
+// before this node's own Resume (which drops the snapshots), a snapshot
+// offered in that view no longer vouches for the value: without a
+// survivor's copy, the value rebuilt from it must be not valid. Its queue
+// order still helps. Caller holds rs.mu.
+func (rs *recoveryState) handoffMayBeStaleLocked() {
+	for _, sp := range rs.handoff {
+		for i := range sp.resources {
+			sp.resources[i].LVB.Valid = false
+		}
+	}
 }
 
 // rebuildBatch is how many locks or resources a rebuild handles under one

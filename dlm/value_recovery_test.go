@@ -3,6 +3,7 @@ package dlm
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -316,4 +317,82 @@ func zombieRequest(t *testing.T) bool {
 		t.Error("the try returned neither a lock nor an error")
 	}
 	return true
+}
+
+// TestHandoffFromAnUnresumedViewIsNotValid: a node gives up a resource as a
+// member returns, keeping a snapshot of it (value included) for its new
+// master, and reports its rebuild done; the others resume the view, and the
+// returned member serves the resource, whose value is written again; a
+// newer view comes before this node's own Resume (which would have dropped
+// the snapshot), here because the member dies again and the resource moves
+// back to it. No survivor holds the resource above CR, so the old snapshot
+// is the only copy offered: the rebuilt value must be not valid, never the
+// value from before the writes, served as valid.
+func TestHandoffFromAnUnresumedViewIsNotValid(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 4, nil)
+		defer c.close()
+		const n = 3 // masters the resource while a member
+		res := c.resourceOn(n, "handoff")
+		c.kill(n)
+		c.waitView(3, 10*time.Second)
+		a := slices.IndexFunc(c.nodes, func(nd *Node) bool { return nd != nil && nd.Name() == c.ls[0].MasterOf(res) })
+		k := (a + 1) % 3 // neither master: holds the locks
+		keep := mustLock(t, c.ls[k], res, modes.NL)
+		w := mustLock(t, c.ls[k], res, modes.NL)
+		write := func(v string) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+			defer cancel()
+			if err := w.Convert(ctx, modes.EX); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.SetValue([]byte(v)); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Convert(ctx, modes.NL); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("one") // at a
+		// The snapshots a keeps as it rebuilds the view n returns in are
+		// what it would still hold, had that view's Resume never come.
+		rs := &c.nodes[a].recov
+		var kept map[string]*spaceSnapshot
+		rs.mu.Lock()
+		rs.beforeRebuild = func(uint64) {
+			rs.mu.Lock()
+			defer rs.mu.Unlock()
+			if kept == nil {
+				kept = rs.handoff
+			}
+		}
+		rs.mu.Unlock()
+		c.startNode(n)
+		c.waitView(4, 30*time.Second)
+		if m := c.ls[k].MasterOf(res); m != c.nodes[n].Name() {
+			t.Fatalf("%s is mastered by %s after %s returned", res, m, c.nodes[n].Name())
+		}
+		write("two") // at n
+		rs.mu.Lock()
+		rs.beforeRebuild = nil
+		if kept == nil {
+			rs.mu.Unlock()
+			t.Fatalf("%s kept no snapshot of what it gave up", c.nodes[a].Name())
+		}
+		rs.handoff = kept
+		rs.mu.Unlock()
+		c.kill(n)
+		c.waitView(3, 10*time.Second)
+		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+		defer cancel()
+		if err := w.Convert(ctx, modes.EX); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := w.Value(); ok {
+			t.Fatalf("value rebuilt from NL locks and a snapshot from before the last write: %q, reported valid (the last write was \"two\")", v)
+		}
+		mustUnlock(t, w)
+		mustUnlock(t, keep)
+	})
 }
