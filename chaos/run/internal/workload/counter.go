@@ -50,8 +50,11 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 		resolve(up, err)
 		return !lost && outcome(err) != check.Unknown && ctx.Err() == nil
 	}
-	up.Granted(lk.Mode(), lk.Token())
+	// The grant's time is taken before anything else is done: a process
+	// frozen (SIGSTOP) in between would otherwise date its read to its
+	// thaw, after increments that other clients made meanwhile.
 	granted := r.h.Elapsed()
+	up.Granted(lk.Mode(), lk.Token())
 	v, valid := lk.Value()
 	var read int64
 	if len(v) >= 8 {
