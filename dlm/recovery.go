@@ -556,6 +556,13 @@ func splitMasterReport(to string, epoch uint64, lockspace string, lastToken uint
 // still in flight (failed now: recovery cannot grant it "at once").
 // Caller holds sh.mu.
 func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
+	// A conversion to CR or below given up on after it left for a master
+	// may have been granted there, and others may have written the value
+	// since, while the lock is reported in the mode it had: this holder's
+	// copy, with its own write, no longer vouches for the value. (One
+	// still in flight is reported converting: its new master judges it,
+	// see restoreResource.)
+	givenUpDown := lk.pendingConvert && lk.mode > modes.CR && lk.want <= modes.CR
 	switch {
 	case lk.state == stAbandoned:
 		lk.forgetLocked(sh)
@@ -588,7 +595,7 @@ func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
 	}
 	if lk.state != stWaiting && lk.mode > modes.CR && len(lk.value) <= lk.ls.cfg.MaxLVB {
 		rl.LVB, rl.LVBSeq, rl.LVBFlags = lk.value, lk.valueSeq, wire.LVBPresent
-		if lk.valueOK {
+		if lk.valueOK && !givenUpDown {
 			rl.LVBFlags |= wire.LVBValid
 		}
 	}
@@ -1059,9 +1066,31 @@ func (ls *Lockspace) restoreResource(sh *shard, locks []master.LockState, mi *ma
 			return 0
 		})
 	}
+	// The old master's snapshot, if any, vouches for its value unless a
+	// PW/EX holder it lists is gone: that one may have been writing.
+	var val master.LVB
+	if mi != nil && mi.lvb != nil {
+		val = *mi.lvb
+		for _, w := range mi.writers {
+			reported := slices.ContainsFunc(locks, func(l master.LockState) bool { return l.Lock == w })
+			if !members[w.Node] || !reported {
+				val.Valid = false
+			}
+		}
+	}
+	// A holder converting down to CR or below may have been granted that
+	// by the old master, which may have let another writer in since: its
+	// copy (its own write) vouches for the value only beside a snapshot
+	// that does, which is newer if the conversion went through.
+	current := mi != nil && mi.lvb != nil && val.Valid
 	for _, l := range locks {
 		if !members[l.Lock.Node] {
 			continue // its node dropped its state since it reported
+		}
+		if !current && l.LVB != nil && l.LVB.Valid && l.Queue == master.QueueConverting && l.Granted > modes.CR && l.Requested <= modes.CR {
+			v := *l.LVB
+			v.Valid = false
+			l.LVB = &v
 		}
 		err := sh.table.Restore(l)
 		switch {
@@ -1076,13 +1105,6 @@ func (ls *Lockspace) restoreResource(sh *shard, locks []master.LockState, mi *ma
 	}
 	if mi == nil || mi.lvb == nil {
 		return restored
-	}
-	val := *mi.lvb
-	for _, w := range mi.writers {
-		reported := slices.ContainsFunc(locks, func(l master.LockState) bool { return l.Lock == w })
-		if !members[w.Node] || !reported {
-			val.Valid = false // a PW/EX holder is gone: it may have been writing
-		}
 	}
 	_ = sh.table.RestoreValue(name, val)
 	return restored

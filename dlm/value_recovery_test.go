@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/master"
 	"github.com/seed-a6839e30/dlm/modes"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -394,5 +395,152 @@ func TestHandoffFromAnUnresumedViewIsNotValid(t *testing.T) {
 		}
 		mustUnlock(t, w)
 		mustUnlock(t, keep)
+	})
+}
+
+// TestDownConversionInFlightDoesNotVouchForTheValue: an EX holder writes
+// the value and converts down to NL; the master grants that, and the EX
+// waiting behind it, whose holder writes the value again and converts down
+// in turn, before the first holder has its answer; the master dies then,
+// with that answer. The first holder still reports its lock converting
+// from EX with its own write: the only copy any survivor offers, and a
+// stale one. The rebuilt value must be not valid, never the first write,
+// valid.
+func TestDownConversionInFlightDoesNotVouchForTheValue(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		const m, h = 0, 1 // m masters the resource; h holds it first
+		res := c.resourceOn(m, "inflight")
+		first := mustLock(t, c.ls[h], res, modes.EX)
+		second := make(chan *Lock, 1)
+		go func() {
+			lk, err := c.ls[m].Lock(bg, res, modes.EX) // local to its master
+			if err != nil {
+				t.Error(err)
+				second <- nil
+				return
+			}
+			if err := lk.SetValue([]byte("two")); err != nil {
+				t.Error(err)
+			}
+			if err := lk.Convert(bg, modes.NL); err != nil {
+				t.Error(err)
+			}
+			second <- lk
+		}()
+		c.settle(c.queued(res, 1))
+		// Every stream write now takes 50 ms: h's conversion reaches the
+		// master, the master's answer is on its way back when the second
+		// holder, local to the master, is done.
+		c.net.SetStreamDelay(50 * time.Millisecond)
+		if err := first.SetValue([]byte("one")); err != nil {
+			t.Fatal(err)
+		}
+		down := make(chan error, 1)
+		go func() { down <- first.Convert(bg, modes.NL) }()
+		if <-second == nil {
+			return
+		}
+		c.kill(m)
+		c.net.SetStreamDelay(0)
+		select {
+		case err := <-down:
+			t.Fatalf("the down-conversion was answered before its master died (%v): the scenario did not happen", err)
+		default:
+		}
+		c.waitView(2, 10*time.Second)
+		if err := <-down; err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+		defer cancel()
+		if err := first.Convert(ctx, modes.EX); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := first.Value(); ok {
+			t.Fatalf("value rebuilt from a down-conversion in flight: %q, reported valid (the last write was \"two\")", v)
+		}
+		mustUnlock(t, first)
+	})
+}
+
+// TestRebuiltValueBesideADownConversion: a holder converting down to NL
+// reports its copy (its own write) as it stands; the new master takes it
+// for the value only beside the old master's current snapshot, which says
+// whether the conversion went through (a newer write) or not (the copy is
+// the latest). Without a snapshot, or beside one that does not vouch for
+// the value, the rebuilt value is not valid.
+func TestRebuiltValueBesideADownConversion(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		ls := c.ls[0]
+		holder := c.nodes[1].self.id
+		members := map[master.NodeID]bool{holder: true}
+		down := master.LockState{
+			Resource: "r", Lock: master.LockID{Node: holder, ID: 1}, Queue: master.QueueConverting,
+			Granted: modes.EX, Requested: modes.NL, Token: 7,
+			LVB: &master.LVB{Data: []byte("mine"), Seq: 5, Valid: true},
+		}
+		snapshot := func(data string, seq uint64, valid bool) *masterInfo {
+			return &masterInfo{order: []master.LockID{down.Lock}, lvb: &master.LVB{Data: []byte(data), Seq: seq, Valid: valid}}
+		}
+		for _, tc := range []struct {
+			name  string
+			mi    *masterInfo
+			want  string
+			valid bool
+		}{
+			{"no snapshot", nil, "mine", false},
+			{"snapshot before the write", snapshot("old", 4, true), "mine", true},
+			{"snapshot of the write", snapshot("mine", 5, true), "mine", true},
+			{"snapshot of a later write", snapshot("later", 6, true), "later", true},
+			{"snapshot not valid", snapshot("old", 4, false), "mine", false},
+			{"snapshot with a writer gone", &masterInfo{
+				order:   []master.LockID{down.Lock, {Node: holder + 1, ID: 2}},
+				lvb:     &master.LVB{Data: []byte("mine"), Seq: 5, Valid: true},
+				writers: []master.LockID{{Node: holder + 1, ID: 2}},
+			}, "mine", false},
+		} {
+			sh := &shard{table: master.New(ls.cfg.tableConfig()), locks: map[uint64]*Lock{}, demoted: map[master.LockID]bool{}}
+			sh.mu.Lock()
+			if n := ls.restoreResource(sh, []master.LockState{down}, tc.mi, members); n != 1 {
+				t.Fatalf("%s: restored %d locks", tc.name, n)
+			}
+			sh.table.FinishRecovery()
+			rs, _ := sh.table.Resource("r")
+			sh.mu.Unlock()
+			if string(rs.LVB.Data) != tc.want || rs.LVB.Valid != tc.valid {
+				t.Errorf("%s: value %q valid=%v, want %q valid=%v", tc.name, rs.LVB.Data, rs.LVB.Valid, tc.want, tc.valid)
+			}
+		}
+	})
+}
+
+// TestGivenUpDownConversionReportsNoValidCopy: a holder that gave up
+// waiting for its down-conversion's answer holds the lock in its old mode
+// as far as it knows, but its master may have granted the conversion and
+// let another writer in: its report carries its copy of the value as not
+// valid. Without such a conversion, the copy is reported valid.
+func TestGivenUpDownConversionReportsNoValidCopy(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		lk := mustLock(t, c.ls[1], c.resourceOn(0, "given-up"), modes.EX)
+		for _, givenUp := range []bool{false, true} {
+			sh := lk.sh
+			sh.mu.Lock()
+			lk.pendingConvert, lk.want = givenUp, modes.NL
+			rl, ok := lk.reportLocked(sh)
+			sh.mu.Unlock()
+			if !ok || rl.Granted != modes.EX || rl.LVBFlags&wire.LVBPresent == 0 {
+				t.Fatalf("given up %v: report %+v, %v", givenUp, rl, ok)
+			}
+			if valid := rl.LVBFlags&wire.LVBValid != 0; valid == givenUp {
+				t.Errorf("given up %v: copy reported valid=%v", givenUp, valid)
+			}
+		}
+		mustUnlock(t, lk)
 	})
 }
