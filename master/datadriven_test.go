@@ -28,7 +28,7 @@ import (
 //	tick now=T
 //	purge node=N
 //	restore res=NAME lock=N/ID [owner=O] queue=granted|converting|waiting
-//	        [granted=M] requested=M [token=K] [ttl=T] [lvb=SEQ:TEXT]
+//	        [granted=M] requested=M [token=K] [ttl=T] [lvb=SEQ:TEXT [lvb-invalid]]
 //	        [permits=P count=C]    (requested defaults to NL with permits)
 //	restore-value res=NAME seq=SEQ data=TEXT [invalid]
 //	finish-recovery
@@ -259,7 +259,8 @@ func (a args) lockState(t *testing.T) LockState {
 	if v, ok := a["lvb"]; ok {
 		seq, data, _ := strings.Cut(v, ":")
 		n, _ := strconv.ParseUint(seq, 10, 64)
-		ls.LVB = &LVB{Data: []byte(data), Seq: n, Valid: true}
+		_, invalid := a["lvb-invalid"]
+		ls.LVB = &LVB{Data: []byte(data), Seq: n, Valid: !invalid}
 	}
 	return ls
 }

@@ -258,7 +258,8 @@ type restoreInfo struct {
 // dropped (the requester enforces its own deadline by cancelling).
 //
 // A copy of the value offered with a lock granted above CR is a candidate
-// for the resource's value; the one with the highest sequence wins.
+// for the resource's value; the one with the highest sequence wins (of
+// equal ones, a valid one).
 func (t *Table) Restore(ls LockState) error {
 	if ls.Permits != 0 || ls.Count != 0 {
 		return t.restorePermits(ls)
@@ -342,8 +343,12 @@ func (info *restoreInfo) settle(cur LVB) LVB {
 	return cur
 }
 
+// offer keeps the freshest copy: the highest sequence; of two of one
+// sequence (one write), one that vouches for the value (valid) over one
+// that does not, such as a copy its holder or former master can no longer
+// vouch for.
 func (info *restoreInfo) offer(v LVB) {
-	if !info.hasBest || v.Seq > info.best.Seq {
+	if !info.hasBest || v.Seq > info.best.Seq || (v.Seq == info.best.Seq && v.Valid && !info.best.Valid) {
 		info.best = LVB{Data: append(info.best.Data[:0], v.Data...), Seq: v.Seq, Valid: v.Valid}
 		info.hasBest = true
 	}
