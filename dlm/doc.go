@@ -77,8 +77,10 @@
 //     master from its holders' reports, the value is the freshest copy held
 //     by a survivor granted above CR (CW, PR, PW or EX: such a holder read
 //     it, and nobody can have changed it since). If only NL and CR locks
-//     survive, no one can vouch for the value: it is not valid. It is never
-//     handed out as valid and empty unless it was.
+//     survive, no one can vouch for the value: it is not valid. Nor does a
+//     holder whose conversion down to CR or below was on its way when the
+//     master was lost (the master may have granted it and let another
+//     writer in). It is never handed out as valid and empty unless it was.
 //
 // # Where requests go
 //
