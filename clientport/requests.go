@@ -126,15 +126,20 @@ func (ss *session) reserve(id uint64, cancel func()) error {
 	return nil
 }
 
-// release ends a reserved request (and its context, for a renewal).
-func (ss *session) release(id uint64) {
+// release ends a reserved request (and its context, for a renewal). It
+// reports whether a ClientCancel came for it.
+func (ss *session) release(id uint64) (cancelled bool) {
 	ss.mu.Lock()
 	o := ss.pending[id]
 	delete(ss.pending, id)
 	ss.mu.Unlock()
-	if o != nil && o.stop != nil {
+	if o == nil {
+		return false
+	}
+	if o.stop != nil {
 		o.stop()
 	}
+	return o.cancelled
 }
 
 // setStop gives a reserved request what ends its context once it is
@@ -279,7 +284,10 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 		if !failFast && errors.Is(err, dlm.ErrNoQuorum) && ss.waitQuorum(id, ls, resource, mode, try, deadline, note, opts) {
 			return
 		}
-		ss.release(id)
+		cancelled := ss.release(id)
+		if err == nil {
+			lk, err = givenBack(lk, cancelled)
+		}
 		ss.granted(id, lk, note, err)
 	}
 	var cancel func()
@@ -289,6 +297,22 @@ func (ss *session) lock(id uint64, m *wire.ClientLock) {
 		cancel = ls.LockAsync(ss.waitCtx(m.Timeout), m.Resource, m.Mode, done, opts...)
 	}
 	ss.setCancel(id, cancel)
+}
+
+// givenBack unlocks a new lock granted after the client's ClientCancel
+// for its request was read, and returns the error that answers the
+// request instead (dlm's cancel lost the race with the grant); it returns
+// lk itself otherwise. The client gave up on the request and would only
+// give the grant back, a round trip to it later; meanwhile the master
+// counts the lock as held, and every request queued behind it waits that
+// round trip: under contention, with requests that give up soon, nearly
+// every hand-off of the resource would cost one.
+func givenBack(lk *dlm.Lock, cancelled bool) (*dlm.Lock, error) {
+	if !cancelled {
+		return lk, nil
+	}
+	_ = lk.Unlock()
+	return nil, fmt.Errorf("%w: granted after the client cancelled the request; the agent gave it back", dlm.ErrCancelled)
 }
 
 // waitQuorum goes on with a lock request that the agent's node refused
