@@ -139,3 +139,55 @@ func TestConvertAsync(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseTimesOutExpiredWaiter: a request whose timeout passed while
+// it queued, before the master's next tick, is not granted the lock its
+// holder lets go, or that a cancel of the request ahead of it would let
+// it have (its requester gave up on it, or is about to): it fails with
+// ErrTimeout. The periodic tick is an hour apart here, so only the
+// release's own look at the clock can time the request out.
+func TestReleaseTimesOutExpiredWaiter(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, func(cfg *Config) { cfg.TickInterval = time.Hour })
+		defer c.close()
+		for m := range 3 { // the holder's own table, and a remote one
+			res := c.resourceOn(m, "expired-waiter")
+			holder := mustLock(t, c.ls[2], res, modes.EX)
+			ctx, stop := context.WithTimeout(bg, 10*time.Millisecond)
+			ch, _ := startAsync(c.ls[0], ctx, res, modes.EX)
+			time.Sleep(20 * time.Millisecond) // past the deadline, in the bubble's time
+			synctestWait()
+			mustUnlock(t, holder)
+			if r := <-ch; !errors.Is(r.err, ErrTimeout) {
+				if r.lk != nil {
+					mustUnlock(t, r.lk)
+				}
+				t.Errorf("master on node %d: a request past its deadline got %+v when the holder let go, want ErrTimeout", m, r)
+			}
+			stop()
+
+			// A cancel that lets the queue move: B (PR, compatible with the
+			// PR holder) waits behind A (EX) until A is cancelled, by which
+			// time B's deadline has passed.
+			holder = mustLock(t, c.ls[2], res, modes.PR)
+			a, cancelA := startAsync(c.ls[1], bg, res, modes.EX)
+			synctestWait() // A queued first
+			ctx, stop = context.WithTimeout(bg, 10*time.Millisecond)
+			b, _ := startAsync(c.ls[0], ctx, res, modes.PR)
+			time.Sleep(20 * time.Millisecond)
+			synctestWait()
+			cancelA()
+			if r := <-a; !errors.Is(r.err, ErrCancelled) {
+				t.Fatalf("cancelled request: %+v", r)
+			}
+			if r := <-b; !errors.Is(r.err, ErrTimeout) {
+				if r.lk != nil {
+					mustUnlock(t, r.lk)
+				}
+				t.Errorf("master on node %d: a request past its deadline got %+v when the request ahead was cancelled, want ErrTimeout", m, r)
+			}
+			stop()
+			mustUnlock(t, holder)
+		}
+	})
+}

@@ -134,12 +134,17 @@ func (ls *Lockspace) tableConvert(sh *shard, c master.Convert) (master.Result, e
 }
 
 func (ls *Lockspace) tableRelease(sh *shard, r master.Release) error {
+	// The clock first: a request queued behind the lock whose timeout
+	// passed since the table's last tick fails, rather than being granted
+	// a lock its requester gave up on and would only give back.
+	sh.table.Tick(ls.node.now())
 	err := sh.table.Release(r)
 	ls.deliver(sh)
 	return err
 }
 
 func (ls *Lockspace) tableCancel(sh *shard, id master.LockID, owner master.OwnerID) error {
+	sh.table.Tick(ls.node.now()) // as for tableRelease: a cancel may grant what queued behind
 	err := sh.table.Cancel(id, owner)
 	ls.deliver(sh)
 	return err
