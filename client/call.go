@@ -2,6 +2,7 @@ package client
 
 import (
 	"slices"
+	"time"
 
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -18,6 +19,7 @@ type call struct {
 	ch chan struct{}
 
 	sent      bool
+	sentAt    time.Time // when it was last sent, if it carries a timeout
 	done      bool
 	oneway    bool  // nobody waits for the answer (unlock, cancel)
 	abandoned bool  // the caller gave up: a grant that comes is given back
@@ -67,4 +69,20 @@ func (cl *call) finish() {
 		default:
 		}
 	}
+}
+
+// agentTimeout is how long after reading m the agent times it out by
+// itself (wire's Timeout), 0 for a request it does not time out.
+func agentTimeout(m wire.Message) time.Duration {
+	switch m := m.(type) {
+	case *wire.ClientLock:
+		return time.Duration(m.Timeout)
+	case *wire.ClientConvert:
+		return time.Duration(m.Timeout)
+	case *wire.ClientAcquire:
+		return time.Duration(m.Timeout)
+	case *wire.ClientDescribe:
+		return time.Duration(m.Timeout)
+	}
+	return 0
 }

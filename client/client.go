@@ -488,7 +488,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			return cerr
 		}
 		if ctx.Err() != nil {
-			c.abandon(cl)
+			c.abandonAt(cl, ctx)
 			return ctx.Err()
 		}
 		// errConnLost: wait for the next connection; the call stays.
@@ -498,7 +498,17 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 // abandon gives up on a request whose caller stopped waiting. One still
 // waiting at the agent is cancelled there; if it is granted first, the
 // grant is given back (dispatch).
-func (c *Client) abandon(cl *call) {
+func (c *Client) abandon(cl *call) { c.abandonAt(cl, nil) }
+
+// abandonAt is abandon for a caller whose ctx ended, which sends no
+// ClientCancel if ctx's deadline ended it and the agent has timed the
+// request out by itself already: told the timeout when it was sent
+// (timeoutOf: ctx's deadline, less the answer's margin), the agent gives
+// up on it no later than the client, a cancel would only cost both of them
+// (and the agent's master) another message each, and its answer one
+// more. Under contention with short deadlines (a request for a coupon),
+// that is most of the traffic.
+func (c *Client) abandonAt(cl *call, ctx context.Context) {
 	c.mu.Lock()
 	if cl.done {
 		delete(c.pending, cl.id)
@@ -506,14 +516,27 @@ func (c *Client) abandon(cl *call) {
 		return
 	}
 	cl.abandoned = true
-	sent := cl.sent
+	sent, sentAt := cl.sent, cl.sentAt
 	c.mu.Unlock()
-	switch cl.msg.(type) {
-	case *wire.ClientLock, *wire.ClientConvert, *wire.ClientAcquire, *wire.ClientDescribe:
-		if sent {
-			c.post(&wire.ClientCancel{Request: cl.id})
-		}
+	timeout := agentTimeout(cl.msg)
+	switch {
+	case !sent:
+	case timeout > 0 && ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && time.Since(sentAt) >= timeout:
+		// Timed out at the agent: its answer, or a grant it had sent
+		// first (given back, dispatch), is on the way.
+	case isWaiting(cl.msg):
+		c.post(&wire.ClientCancel{Request: cl.id})
 	}
+}
+
+// isWaiting reports whether m is a request that may wait at the agent,
+// which ClientCancel withdraws.
+func isWaiting(m wire.Message) bool {
+	switch m.(type) {
+	case *wire.ClientLock, *wire.ClientConvert, *wire.ClientAcquire, *wire.ClientDescribe:
+		return true
+	}
+	return false
 }
 
 // post sends a request nobody waits for; an error in its answer is only
@@ -572,6 +595,9 @@ func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
 		c.pending[cl.id] = cl
 	}
 	cl.sent = true
+	if agentTimeout(cl.msg) > 0 {
+		cl.sentAt = time.Now()
+	}
 	h := wire.Header{ID: cl.id}
 	cn.lastID = cl.id
 	c.mu.Unlock()
