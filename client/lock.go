@@ -147,8 +147,21 @@ func (ls *Lockspace) ownerOf(o lockapi.Owner) (uint64, error) {
 
 // waitError is the error of a wait that failed with err: the context's if
 // it ended, and a timeout at the agent (which times a request out at the
-// context's deadline too) matching context.DeadlineExceeded.
+// context's deadline too) matching context.DeadlineExceeded. The agent
+// times a request out a margin before the deadline (timeoutOf), for its
+// answer to arrive in time: that answer waits out the rest of the margin,
+// so that the caller, as an embedded node's, is answered at its deadline,
+// its context done (a caller that tells "busy" from "failed" by ctx.Err
+// would count it failed otherwise).
 func waitError(ctx context.Context, err error) error {
+	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && errors.Is(err, lockapi.ErrTimeout) && time.Until(dl) <= answerMargin {
+		t := time.NewTimer(time.Until(dl) + answerMargin) // only for a context whose Done never closes
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if ctx.Err() != nil {
 		return ctxError(ctx.Err())
 	}
@@ -565,7 +578,7 @@ func (lk *Lock) Convert(ctx context.Context, mode modes.Mode, opts ...lockapi.Op
 	c := lk.ls.c
 	cl := c.newCall(m)
 	if err := c.do(ctx, cl); err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, lockapi.ErrTimeout) {
 			return waitError(ctx, err)
 		}
 		if o.DemoteOnDeadlock {

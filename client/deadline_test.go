@@ -83,3 +83,41 @@ func TestDeadlineSendsNoCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTimeoutAnsweredAtDeadline: the agent times a request out a margin
+// before its context's deadline, so that the answer arrives in time; Lock
+// and Convert return it at the deadline, with the context done, as an
+// embedded node's do. The node checks timeouts every 100 µs here, so
+// that its answer comes well within the margin.
+func TestTimeoutAnsweredAtDeadline(t *testing.T) {
+	a := startAgents(t, 1, nil, func(cfg *dlm.Config) { cfg.TickInterval = 100 * time.Microsecond })
+	holder, waiter := dial(t, a.addrs[0]), dial(t, a.addrs[0])
+	lk, err := holder.Lockspace("test").Lock(bg, "r", modes.PR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	_, err = waiter.Lockspace("test").Lock(ctx, "r", modes.EX)
+	done := ctx.Err()
+	cancel()
+	if !errors.Is(err, lockapi.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || done == nil {
+		t.Fatalf("Lock past its deadline: %v, context's error %v when it returned; want ErrTimeout matching context.DeadlineExceeded, at the deadline", err, done)
+	}
+
+	mine, err := waiter.Lockspace("test").Lock(bg, "r", modes.PR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(bg, 100*time.Millisecond)
+	err = mine.Convert(ctx, modes.EX)
+	done = ctx.Err()
+	cancel()
+	if !errors.Is(err, lockapi.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || done == nil || mine.Mode() != modes.PR {
+		t.Fatalf("Convert past its deadline: %v (mode %v), context's error %v when it returned; want ErrTimeout matching context.DeadlineExceeded, at the deadline, PR kept", err, mine.Mode(), done)
+	}
+	for _, l := range []*Lock{mine, lk} {
+		if err := l.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
