@@ -465,13 +465,16 @@ func (c *Client) isDone(cl *call) bool {
 
 // do sends a request and waits for its answer, across reconnections, as
 // long as ctx allows. A ctx that ends first abandons the request (and
-// cancels it at the agent, if it may wait there): ctx's error is
-// returned.
+// cancels it at the agent, if it may wait there and the agent has not
+// timed it out): ctx's error is returned, unless the answer came as ctx
+// ended.
 func (c *Client) do(ctx context.Context, cl *call) error {
 	for {
 		cn, err := c.conn(ctx)
 		if err != nil {
-			c.abandon(cl)
+			if answered, aerr := c.abandon(ctx, cl); answered {
+				return aerr
+			}
 			return err
 		}
 		if err := c.transmit(cn, cl, false); err != nil {
@@ -488,32 +491,37 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			return cerr
 		}
 		if ctx.Err() != nil {
-			c.abandonAt(cl, ctx)
+			if answered, aerr := c.abandon(ctx, cl); answered {
+				// The answer came as ctx ended, after the look above: it
+				// stands (a grant is the caller's, registered already).
+				return aerr
+			}
 			return ctx.Err()
 		}
 		// errConnLost: wait for the next connection; the call stays.
 	}
 }
 
-// abandon gives up on a request whose caller stopped waiting. One still
-// waiting at the agent is cancelled there; if it is granted first, the
-// grant is given back (dispatch).
-func (c *Client) abandon(cl *call) { c.abandonAt(cl, nil) }
-
-// abandonAt is abandon for a caller whose ctx ended, which sends no
-// ClientCancel if ctx's deadline ended it and the agent has timed the
-// request out by itself already: told the timeout when it was sent
-// (timeoutOf: ctx's deadline, less the answer's margin), the agent gives
-// up on it no later than the client, a cancel would only cost both of them
-// (and the agent's master) another message each, and its answer one
-// more. Under contention with short deadlines (a request for a coupon),
-// that is most of the traffic.
-func (c *Client) abandonAt(cl *call, ctx context.Context) {
+// abandon gives up on a request whose caller stopped waiting, unless its
+// answer is in already: then it reports true and the answer's error. One
+// still waiting at the agent is cancelled there; if it is granted first,
+// the grant is given back (dispatch).
+//
+// With the caller's ctx, no ClientCancel goes if ctx's deadline ended it
+// and the request's own timeout has passed too: told the timeout when it
+// was sent (timeoutOf: ctx's deadline, less the answer's margin), the
+// agent's master fails the request at its next look at the clock (a
+// tick, a request, a release: never granting it after that), and a
+// cancel would only cost the client, the agent and the master another
+// message each, and its answer one more. Under contention with short
+// deadlines (a request for a coupon), that is most of the traffic.
+func (c *Client) abandon(ctx context.Context, cl *call) (answered bool, err error) {
 	c.mu.Lock()
 	if cl.done {
 		delete(c.pending, cl.id)
+		err := cl.err
 		c.mu.Unlock()
-		return
+		return true, err
 	}
 	cl.abandoned = true
 	sent, sentAt := cl.sent, cl.sentAt
@@ -521,12 +529,13 @@ func (c *Client) abandonAt(cl *call, ctx context.Context) {
 	timeout := agentTimeout(cl.msg)
 	switch {
 	case !sent:
-	case timeout > 0 && ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && time.Since(sentAt) >= timeout:
+	case timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && time.Since(sentAt) >= timeout:
 		// Timed out at the agent: its answer, or a grant it had sent
 		// first (given back, dispatch), is on the way.
 	case isWaiting(cl.msg):
 		c.post(&wire.ClientCancel{Request: cl.id})
 	}
+	return false, nil
 }
 
 // isWaiting reports whether m is a request that may wait at the agent,
