@@ -550,15 +550,18 @@ func isWaiting(m wire.Message) bool {
 
 // post sends a request nobody waits for; an error in its answer is only
 // logged. It may wait a moment to leave with the next request
-// (conn.sendLazy).
-func (c *Client) post(m wire.Message) {
+// (conn.queueLazyLocked).
+func (c *Client) post(m wire.Message) { c.postLazy(m, true) }
+
+// postLazy is post, with lazy false for a request that must not wait.
+func (c *Client) postLazy(m wire.Message, lazy bool) {
 	cl := c.newCall(m)
 	c.mu.Lock()
 	cl.oneway = true
 	cn := c.cn
 	c.mu.Unlock()
 	if cn != nil {
-		_ = c.transmit(cn, cl, true) // if it is lost, attach sends it again
+		_ = c.transmit(cn, cl, lazy) // if it is lost, attach sends it again
 	}
 }
 
@@ -732,10 +735,13 @@ func isNewLock(m wire.Message) bool {
 	return false
 }
 
-// postLocked is post for a caller that holds c.mu: the send happens on a
-// goroutine of its own, not under the mutex.
+// postLocked sends, for a caller that holds c.mu, the unlock of a lock
+// granted to nobody, on a goroutine of its own (not under the mutex) and
+// at once: the master counts the lock as held, and whoever waits for it
+// waits, until the unlock is in; no next request of the client's is worth
+// that wait.
 func (c *Client) postLocked(m wire.Message) {
-	go c.post(m)
+	go c.postLazy(m, false)
 }
 
 // keepAlive renews the session every third of the shorter of its TTL and
