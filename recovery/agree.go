@@ -22,7 +22,8 @@ import (
 // needs a quorum of promises, quorums intersect, and the node in both
 // promised only one. A node that learns of views agreed without it (a
 // proposal whose previous epoch is newer than its own, and which it did not
-// promise) drops its lock state before promising: it is a zombie.
+// promise) drops its lock state before promising: it is a zombie. A node
+// that has committed no view since it started has no lock state to drop.
 
 // coordinate runs on the coordinator loop: propose a view when the members
 // differ from the committed view, and drive the current recovery's barrier.
@@ -252,7 +253,15 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 	evicted := false
 	if reason == "" {
 		missed := p.PrevEpoch > m.committed.Epoch && !(m.pending != nil && m.pending.Epoch == p.PrevEpoch && m.pending.Has(m.self))
-		if missed {
+		switch {
+		case missed && m.committed.Epoch == 0:
+			// A node that has committed no view in this boot holds no lock
+			// state that the views it missed could have made stale: it is
+			// joining, not a zombie, and has nothing to drop (the heartbeat
+			// path spares it alike). Like an evicted node it coordinates
+			// nothing until it is a member.
+			m.evicted = true
+		case missed:
 			evicted = m.evictLocked("views were agreed without this node")
 		}
 		m.promised, m.pending = p.Epoch, &v

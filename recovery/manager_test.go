@@ -273,22 +273,44 @@ func TestPromiseOncePerEpoch(t *testing.T) {
 }
 
 // A node that sees a proposal whose previous epoch it never had drops its
-// lock state before promising: it is a zombie.
+// lock state before promising: it is a zombie. One that has committed no
+// view since it started (it is joining) holds no lock state: it is not
+// evicted (restarted agents logged an eviction on every join), and it
+// still coordinates nothing until it is a member.
 func TestZombieDropsStateBeforePromising(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newTestCluster(t, []string{"a", "b", "c"}, nil, nil)
-		defer c.close()
-		h := &fakeHost{}
-		cfg := DefaultConfig()
-		cfg.Name, cfg.BootID, cfg.Members = "b", 7, []string{"a", "b", "c"}
-		m, _ := New(cfg, fakeLinks{c.net, "b"}, h)
-		m.committed = View{Epoch: 2, Members: []Member{{"a", 1}, {"b", 7}, {"c", 3}}}
-		all := []wire.ViewMember{{Name: "a", BootID: 1}, {Name: "b", BootID: 7}, {Name: "c", BootID: 3}}
-		pr := m.promise(Member{"a", 1}, &wire.Propose{Epoch: 9, PrevEpoch: 8, Coordinator: "a", Members: all})
-		if !pr.OK || h.evicted != 1 {
-			t.Fatalf("promise %+v, evictions %d", pr, h.evicted)
-		}
-	})
+	for _, committed := range []uint64{2, 0} {
+		t.Run(fmt.Sprintf("committed=%d", committed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newTestCluster(t, []string{"a", "b", "c"}, nil, nil)
+				defer c.close()
+				h := &fakeHost{}
+				cfg := DefaultConfig()
+				cfg.Name, cfg.BootID, cfg.Members = "b", 7, []string{"a", "b", "c"}
+				m, _ := New(cfg, fakeLinks{c.net, "b"}, h)
+				if committed != 0 {
+					m.committed = View{Epoch: committed, Members: []Member{{"a", 1}, {"b", 7}, {"c", 3}}}
+				}
+				all := []wire.ViewMember{{Name: "a", BootID: 1}, {Name: "b", BootID: 7}, {Name: "c", BootID: 3}}
+				pr := m.promise(Member{"a", 1}, &wire.Propose{Epoch: 9, PrevEpoch: 8, Coordinator: "a", Members: all})
+				h.mu.Lock()
+				ev := fmt.Sprint(h.events)
+				h.mu.Unlock()
+				m.mu.Lock()
+				coordinates := m.isCoordinatorLocked()
+				m.mu.Unlock()
+				switch {
+				case !pr.OK:
+					t.Fatalf("promise %+v", pr)
+				case committed != 0 && h.evicted != 1:
+					t.Fatalf("zombie: evictions %d", h.evicted)
+				case committed == 0 && (h.evicted != 0 || ev != "[]"):
+					t.Fatalf("joining node: evictions %d, host told %s", h.evicted, ev)
+				case coordinates:
+					t.Fatal("a node that learned of views agreed without it coordinates")
+				}
+			})
+		})
+	}
 }
 
 // A proposer that missed views this node is in, and is not a member of
