@@ -8,10 +8,11 @@ import (
 )
 
 // What moves in a recovery. Each member tells every other, before anything
-// moves, which buckets its tables hold in full and which views its lock
-// state went through (wire.Mastery, in Prepare). From the same messages
-// every member computes the same plan: a bucket keeps its table if its
-// master in the new view holds it in full and is no zombie; every other
+// moves, which buckets its tables hold in full, which views its lock state
+// went through and which it prepared without going through (wire.Mastery,
+// in Prepare). From the same messages every member computes the same plan:
+// a bucket keeps its table if its master in the new view holds it in full,
+// is no zombie and went through every view the others did; every other
 // bucket is rebuilt at its new master from its holders' reports, and held
 // back, on every node, until the recovery is done. See
 // docs/design/recovery.md for why this is safe.
@@ -90,10 +91,16 @@ type holdings struct {
 	// tables may hold are its members (the tables hold none of a node
 	// that joined later, which had no recovery completed to take them).
 	base *view
+	// aborted are the views since the first of views that this node sent
+	// its Mastery for and did not suspend, its recovery aborted first
+	// (wire.Mastery.Aborted). prepared is the view whose Mastery it sent
+	// last, until it suspends it (zero: none); settle moves it to aborted.
+	aborted  []wire.ViewRef
+	prepared wire.ViewRef
 }
 
 func (h *holdings) mastery(epoch uint64, none bool) *wire.Mastery {
-	m := &wire.Mastery{Epoch: epoch, Views: slices.Clone(h.views)}
+	m := &wire.Mastery{Epoch: epoch, Views: slices.Clone(h.views), Aborted: slices.Clone(h.aborted)}
 	if !none {
 		m.Tables = h.live.bitmap()
 	}
@@ -133,11 +140,13 @@ func (p *plan) rebuildsHere(h uint64) bool { return p != nil && p.here.has(bucke
 // by name; complete) and this node's own holdings.
 //
 // A member is a zombie if another member went through a view (at or after
-// the first of its own) that it did not: it was left out of a view, or
-// lost track of one, while keeping its lock state, and what the others
-// did in that view (reports to other masters, messages of its own they
-// dropped as a non-member's) its tables and locks do not reflect. It drops
-// everything, and everybody treats it as a node that just started.
+// the first of its own) that it did not, and did not even prepare (see
+// settle): it was left out of a view while keeping its lock state, and
+// what the others did in that view (reports to other masters, messages of
+// its own they dropped as a non-member's, purges of its locks) its tables
+// and locks do not reflect. It drops everything, and everybody treats it
+// as a node that just started. A member that prepared such a view and did
+// not suspend it keeps its locks; none of its tables is kept.
 func makePlan(v *view, self *member, all map[string]*wire.Mastery, mine *holdings) *plan {
 	p := &plan{epoch: v.epoch, fresh: map[string]bool{}, resumed: make(chan struct{})}
 	keep := map[string]bucketSet{}
@@ -153,6 +162,9 @@ func makePlan(v *view, self *member, all map[string]*wire.Mastery, mine *holding
 				p.zombie = true
 			}
 			continue
+		}
+		if tablesBehind(mx, all) {
+			continue // it keeps its locks, and no table: each moves
 		}
 		keep[x.name] = bucketsOf(mx.Tables)
 	}
@@ -181,13 +193,40 @@ func (h *holdings) suspended(v *view, p *plan) (forget bool) {
 		*h = holdings{views: []wire.ViewRef{v.ref()}}
 		return false
 	}
-	h.live = p.keep
+	h.live, h.prepared = p.keep, wire.ViewRef{}
 	h.views = append(h.views, v.ref())
 	if len(h.views) > wire.MaxMasteryViews {
-		h.views = h.views[len(h.views)-1:]
+		h.views, h.aborted = h.views[len(h.views)-1:], nil
 		return true
 	}
 	return false
+}
+
+// settle runs as this node prepares the view of epoch: the view it sent
+// its Mastery for last and never suspended, its recovery aborted first,
+// joins the aborted list. Another member may have suspended that view
+// (it had every Mastery), and then lists it among its views: this node was
+// a member of it and, as a holder, missed nothing (no view rebuilt or
+// purged anything without it: the barrier waits for every member; it
+// reports its locks where they moved), but its tables did not follow the
+// buckets that moved in it, so they are not kept (makePlan). Without the
+// list this node would be taken for a zombie, one left out of a view, and
+// drop all of its locks. A node that holds nothing lists nothing.
+func (h *holdings) settle(epoch uint64) {
+	r := h.prepared
+	if r.Epoch == 0 || r.Epoch >= epoch {
+		return
+	}
+	h.prepared = wire.ViewRef{}
+	if len(h.views) == 0 || h.views[len(h.views)-1].Epoch >= r.Epoch ||
+		len(h.aborted) > 0 && h.aborted[len(h.aborted)-1].Epoch >= r.Epoch {
+		return
+	}
+	h.aborted = append(h.aborted, r)
+	if len(h.aborted) > wire.MaxMasteryViews {
+		// The oldest goes: at worst this node is taken for a zombie.
+		h.aborted = slices.Delete(h.aborted, 0, 1)
+	}
 }
 
 // rebuilt updates the holdings as Rebuild completes view v at self: the
@@ -197,12 +236,25 @@ func (h *holdings) rebuilt(v *view, self *member) {
 }
 
 // missedView reports whether another member went through a view, at or
-// after the first of x's, that x did not.
+// after the first of x's, that x neither went through nor prepared.
 func missedView(x *wire.Mastery, all map[string]*wire.Mastery) bool {
 	first := x.Views[0].Epoch
 	for _, h := range all {
 		for _, r := range h.Views {
-			if r.Epoch >= first && !slices.Contains(x.Views, r) {
+			if r.Epoch >= first && !slices.Contains(x.Views, r) && !slices.Contains(x.Aborted, r) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tablesBehind reports whether another member went through a view that x
+// prepared and did not suspend: x's tables did not follow what moved in it.
+func tablesBehind(x *wire.Mastery, all map[string]*wire.Mastery) bool {
+	for _, r := range x.Aborted {
+		for _, h := range all {
+			if slices.Contains(h.Views, r) {
 				return true
 			}
 		}

@@ -214,13 +214,16 @@ func (n *Node) makeView(v recovery.View) *view {
 func (h recoveryHost) Prepare(ctx context.Context, v recovery.View) error {
 	n := h.n
 	rs := &n.recov
+	ref := n.makeView(v).ref()
 	rs.mu.Lock()
 	if rs.tablesUnreliableLocked(v) {
 		rs.invalid++
 	}
+	rs.mine.settle(v.Epoch)
 	none := rs.invalid != 0
 	rs.announced = rs.invalid
 	own := rs.mine.mastery(v.Epoch, none)
+	rs.mine.prepared = ref
 	rs.storeMasteryLocked(n.self.name, own)
 	rs.mu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
@@ -288,7 +291,7 @@ func (rs *recoveryState) storeMasteryLocked(from string, m *wire.Mastery) {
 
 // onMastery takes another member's Mastery.
 func (n *Node) onMastery(in transport.Inbound, m *wire.Mastery) {
-	c := &wire.Mastery{Epoch: m.Epoch, Tables: slices.Clone(m.Tables), Views: slices.Clone(m.Views)}
+	c := &wire.Mastery{Epoch: m.Epoch, Tables: slices.Clone(m.Tables), Views: slices.Clone(m.Views), Aborted: slices.Clone(m.Aborted)}
 	rs := &n.recov
 	rs.mu.Lock()
 	if n.epoch() < m.Epoch { // a Mastery of a view not suspended here yet

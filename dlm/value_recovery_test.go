@@ -129,11 +129,16 @@ func untilRealized(t *testing.T, run func(*testing.T) bool, again, never string)
 	t.Fatalf("in five attempts %s", never)
 }
 
-// missViewAndReturn makes node b miss the view that removes node d (its
-// Prepare of that view fails until the next view aborts it), then starts
-// d again and waits until all four members are in a view: b installs
-// that one as a zombie. Nodes a and cc install the view b misses first.
-func missViewAndReturn(t *testing.T, c *cluster, a, b, cc, d int) {
+// missViewAndReturn makes node b miss the view that removes node d, which
+// nodes a and cc install (b's Prepare of that view fails, once the others
+// have its Mastery, until the next view aborts it), then starts d again
+// and waits until all four members are in a view. With leftOut, b also
+// forgets that it prepared the view, as a node left out of it knows
+// nothing of it (one that promised another proposal of that epoch, say):
+// the others' lock state lists the view and b's does not, and b installs
+// the next view as a zombie. Without, b lists the view as aborted and
+// keeps its locks.
+func missViewAndReturn(t *testing.T, c *cluster, a, b, cc, d int, leftOut bool) {
 	t.Helper()
 	missed := c.nodes[b].epoch() + 1
 	rs := &c.nodes[b].recov
@@ -143,6 +148,11 @@ func missViewAndReturn(t *testing.T, c *cluster, a, b, cc, d int) {
 			return nil
 		}
 		<-ctx.Done() // until the next view aborts this recovery
+		if leftOut {
+			rs.mu.Lock()
+			rs.mine.prepared = wire.ViewRef{}
+			rs.mu.Unlock()
+		}
 		return ctx.Err()
 	}
 	rs.mu.Unlock()
@@ -214,7 +224,7 @@ func zombieRebuild(t *testing.T) bool {
 		}
 	}
 	rs.mu.Unlock()
-	missViewAndReturn(t, c, a, b, cc, d)
+	missViewAndReturn(t, c, a, b, cc, d, true)
 	rs.mu.Lock()
 	ok := realized
 	rs.mu.Unlock()
@@ -305,7 +315,7 @@ func zombieRequest(t *testing.T) bool {
 		hookMu.Unlock()
 	}
 	rs.mu.Unlock()
-	missViewAndReturn(t, c, a, b, cc, d)
+	missViewAndReturn(t, c, a, b, cc, d, true)
 	hookMu.Lock()
 	defer hookMu.Unlock()
 	if !ran {
@@ -542,5 +552,60 @@ func TestGivenUpDownConversionReportsNoValidCopy(t *testing.T) {
 			}
 		}
 		mustUnlock(t, lk)
+	})
+}
+
+// TestAbortedViewKeepsTheMembersLocks: a member whose recovery of a view
+// was aborted after it had sent its Mastery, while the others suspended
+// that view, did not miss it: it was a member throughout, and nothing was
+// rebuilt or purged without it. It keeps its locks through the next view
+// (it dropped them all, as a zombie, and its clients lost them); its
+// tables are rebuilt from the reports, so that what the others reported
+// elsewhere in the aborted view is not lost: its locks still exclude the
+// others', and are granted to them once released.
+func TestAbortedViewKeepsTheMembersLocks(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 4, nil)
+		defer c.close()
+		const a, b, cc, d = 0, 1, 2, 3 // b's recovery of the view without d is aborted
+		here, there := c.resourceOn(b, "aborted-here"), c.resourceOn(a, "aborted-there")
+		lkHere := mustLock(t, c.ls[b], here, modes.EX)
+		lkThere := mustLock(t, c.ls[b], there, modes.EX)
+		rs := &c.nodes[b].recov
+		var zombie bool
+		rs.mu.Lock()
+		rs.afterZombieDrop = func(uint64) { rs.mu.Lock(); zombie = true; rs.mu.Unlock() }
+		rs.mu.Unlock()
+		missViewAndReturn(t, c, a, b, cc, d, false)
+		rs.mu.Lock()
+		turned := zombie
+		rs.mu.Unlock()
+		if turned {
+			t.Fatal("b dropped its lock state as a zombie after a view whose recovery was aborted at it")
+		}
+		for _, lk := range []*Lock{lkHere, lkThere} {
+			select {
+			case <-lk.Lost():
+				t.Fatalf("b's lock on %s lost: %v", lk.Resource(), lk.Err())
+			default:
+			}
+			ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+			other, err := c.ls[cc].TryLock(ctx, lk.Resource(), modes.EX)
+			cancel()
+			if err == nil {
+				t.Fatalf("EX on %s granted to %s while b holds it (token %d)", lk.Resource(), c.nodes[cc].Name(), other.Token())
+			}
+			mustUnlock(t, lk)
+			ctx, cancel = context.WithTimeout(bg, 20*time.Second)
+			other, err = c.ls[cc].Lock(ctx, lk.Resource(), modes.EX)
+			cancel()
+			if err != nil {
+				t.Fatalf("EX on %s once b released it: %v", lk.Resource(), err)
+			}
+			if other.Token() <= lk.Token() {
+				t.Fatalf("token on %s went back: %d after b's %d", lk.Resource(), other.Token(), lk.Token())
+			}
+			mustUnlock(t, other)
+		}
 	})
 }

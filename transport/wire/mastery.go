@@ -36,6 +36,14 @@ type Mastery struct {
 	// epochs strictly increasing; 0..MaxMasteryViews. A node that has never
 	// suspended a view (it holds no lock) lists none.
 	Views []ViewRef
+	// Aborted are the views since the first of Views that the sender sent
+	// its Mastery for and did not suspend (the recovery was aborted
+	// first), oldest first, epochs strictly increasing; 0..MaxMasteryViews.
+	// The others may have suspended such a view: the sender was a member
+	// of it and missed none of it, but its tables did not follow it. An
+	// optional last field, left out when empty: a Mastery without it
+	// decodes with none.
+	Aborted []ViewRef
 }
 
 // ViewRef names a view: its epoch, and a hash of its members (names and
@@ -46,7 +54,7 @@ type ViewRef struct {
 }
 
 const (
-	masteryFields = 3
+	masteryFields = 4 // the last one optional
 	viewRefFields = 2
 )
 
@@ -63,26 +71,45 @@ func (m *Mastery) Validate(*Limits) error {
 	if n := len(m.Tables); n != 0 && n != MasteryBitmap {
 		return fmt.Errorf("%w: tables bitmap of %d bytes, must be 0 or %d", ErrInvalid, n, MasteryBitmap)
 	}
-	if len(m.Views) > MaxMasteryViews {
-		return fmt.Errorf("%w: %d views, limit %d", ErrInvalid, len(m.Views), MaxMasteryViews)
+	if err := checkViewRefs("view", m.Views); err != nil {
+		return err
 	}
-	for i, v := range m.Views {
+	return checkViewRefs("aborted view", m.Aborted)
+}
+
+func checkViewRefs(what string, vs []ViewRef) error {
+	if len(vs) > MaxMasteryViews {
+		return fmt.Errorf("%w: %d %ss, limit %d", ErrInvalid, len(vs), what, MaxMasteryViews)
+	}
+	for i, v := range vs {
 		if err := checkEpoch(v.Epoch); err != nil {
-			return fmt.Errorf("view %d: %w", i, err)
+			return fmt.Errorf("%s %d: %w", what, i, err)
 		}
-		if i > 0 && v.Epoch <= m.Views[i-1].Epoch {
-			return fmt.Errorf("view %d: %w: epoch %d after %d: views must be in increasing epochs", i, ErrInvalid, v.Epoch, m.Views[i-1].Epoch)
+		if i > 0 && v.Epoch <= vs[i-1].Epoch {
+			return fmt.Errorf("%s %d: %w: epoch %d after %d: views must be in increasing epochs", what, i, ErrInvalid, v.Epoch, vs[i-1].Epoch)
 		}
 	}
 	return nil
 }
 
 func (m *Mastery) appendBody(b []byte) []byte {
-	b = appendArrayLen(b, masteryFields)
+	fields := masteryFields
+	if len(m.Aborted) == 0 {
+		fields-- // as a sender that knows no Aborted writes it
+	}
+	b = appendArrayLen(b, fields)
 	b = appendUint(b, m.Epoch)
 	b = appendBin(b, m.Tables)
-	b = appendArrayLen(b, len(m.Views))
-	for _, v := range m.Views {
+	b = appendViewRefs(b, m.Views)
+	if len(m.Aborted) != 0 {
+		b = appendViewRefs(b, m.Aborted)
+	}
+	return b
+}
+
+func appendViewRefs(b []byte, vs []ViewRef) []byte {
+	b = appendArrayLen(b, len(vs))
+	for _, v := range vs {
 		b = appendArrayLen(b, viewRefFields)
 		b = appendUint(b, v.Epoch)
 		b = appendUint(b, v.ID)
@@ -91,7 +118,8 @@ func (m *Mastery) appendBody(b []byte) []byte {
 }
 
 func (m *Mastery) decodeBody(r *reader, _ *Decoder) (err error) {
-	if err = r.expectArray(masteryFields); err != nil {
+	hasAborted, err := r.fieldsOrOne(masteryFields)
+	if err != nil {
 		return err
 	}
 	if m.Epoch, err = r.uint64(); err != nil {
@@ -100,25 +128,36 @@ func (m *Mastery) decodeBody(r *reader, _ *Decoder) (err error) {
 	if m.Tables, err = r.bin("tables", MasteryBitmap); err != nil {
 		return err
 	}
-	n, err := r.structArrayLen("views", viewRefFields)
-	if err != nil {
+	if m.Views, err = r.viewRefs("views", m.Views); err != nil {
 		return err
 	}
-	if n > MaxMasteryViews {
-		return fmt.Errorf("%w: %d views, limit %d", ErrInvalid, n, MaxMasteryViews)
+	m.Aborted = reuse(m.Aborted, 0)
+	if hasAborted {
+		m.Aborted, err = r.viewRefs("aborted views", m.Aborted)
 	}
-	m.Views = reuse(m.Views, n)
-	for i := range m.Views {
-		v := &m.Views[i]
+	return err
+}
+
+func (r *reader) viewRefs(field string, vs []ViewRef) ([]ViewRef, error) {
+	n, err := r.structArrayLen(field, viewRefFields)
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxMasteryViews {
+		return nil, fmt.Errorf("%w: %d %s, limit %d", ErrInvalid, n, field, MaxMasteryViews)
+	}
+	vs = reuse(vs, n)
+	for i := range vs {
+		v := &vs[i]
 		if err = r.expectArray(viewRefFields); err != nil {
-			return err
+			return nil, err
 		}
 		if v.Epoch, err = r.uint64(); err != nil {
-			return err
+			return nil, err
 		}
 		if v.ID, err = r.uint64(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return vs, nil
 }

@@ -139,7 +139,7 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 }
 
 // genMastery draws a valid Mastery: no tables or a full bitmap, and views
-// in increasing epochs.
+// and aborted views in increasing epochs.
 func genMastery(epoch uint64) *rapid.Generator[*Mastery] {
 	return rapid.Custom(func(t *rapid.T) *Mastery {
 		m := &Mastery{Epoch: epoch}
@@ -150,6 +150,11 @@ func genMastery(epoch uint64) *rapid.Generator[*Mastery] {
 		for range rapid.IntRange(0, MaxMasteryViews).Draw(t, "views") {
 			e += rapid.Uint64Range(1, 1<<20).Draw(t, "step")
 			m.Views = append(m.Views, ViewRef{Epoch: e, ID: rapid.Uint64().Draw(t, "id")})
+		}
+		e = 0
+		for range rapid.IntRange(0, MaxMasteryViews).Draw(t, "aborted") {
+			e += rapid.Uint64Range(1, 1<<20).Draw(t, "step")
+			m.Aborted = append(m.Aborted, ViewRef{Epoch: e, ID: rapid.Uint64().Draw(t, "id")})
 		}
 		return m
 	})

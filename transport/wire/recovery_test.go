@@ -125,6 +125,9 @@ func invalidRecoveryMessages() []invalidCase {
 		{"mastery too many views", &Mastery{Epoch: 1, Views: manyViews(MaxMasteryViews + 1)}, nil},
 		{"mastery view epoch 0", &Mastery{Epoch: 1, Views: []ViewRef{{Epoch: 0, ID: 1}}}, nil},
 		{"mastery views out of order", &Mastery{Epoch: 1, Views: []ViewRef{{Epoch: 3}, {Epoch: 3}}}, nil},
+		{"mastery too many aborted views", &Mastery{Epoch: 1, Aborted: manyViews(MaxMasteryViews + 1)}, nil},
+		{"mastery aborted view epoch 0", &Mastery{Epoch: 1, Aborted: []ViewRef{{Epoch: 0, ID: 1}}}, nil},
+		{"mastery aborted views out of order", &Mastery{Epoch: 1, Aborted: []ViewRef{{Epoch: 4}, {Epoch: 3}}}, nil},
 
 		{"lock report epoch 0", lockReport(func(m *LockReport, _ *ReportedLock) { m.Epoch = 0 }), nil},
 		{"lock report empty lockspace", lockReport(func(m *LockReport, _ *ReportedLock) { m.Lockspace = "" }), nil},
@@ -457,4 +460,27 @@ func manyViews(n int) []ViewRef {
 		vs[i] = ViewRef{Epoch: uint64(i + 1), ID: uint64(i)}
 	}
 	return vs
+}
+
+// A Mastery without aborted views is encoded as a sender that knows no
+// such field encodes it (three fields), and one with them adds a fourth:
+// either decodes, and the first with no aborted views.
+func TestMasteryAbortedIsAnOptionalLastField(t *testing.T) {
+	views := []ViewRef{{Epoch: 3, ID: 9}}
+	for _, m := range []*Mastery{
+		{Epoch: 5, Views: views},
+		{Epoch: 5, Views: views, Aborted: []ViewRef{{Epoch: 4, ID: 7}}},
+	} {
+		body := m.appendBody(nil)
+		if want := byte(0x90 | 3 + min(len(m.Aborted), 1)); body[0] != want {
+			t.Fatalf("%+v: array header %#x, want %#x", m, body[0], want)
+		}
+		_, got, err := decodeBodyOf(TypeMastery).decode(NewDecoder(DefaultLimits()), body)
+		if err != nil {
+			t.Fatalf("%+v: %v", m, err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Fatalf("decoded %+v, want %+v", got, m)
+		}
+	}
 }

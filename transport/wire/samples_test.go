@@ -139,6 +139,9 @@ func samples() []Message {
 		&ClientHello{Session: ^uint64(0), Key: ^uint64(0), Version: ClientProtocol, Read: ^uint64(0), Pushes: ^uint64(0), Waiting: manyIDs(MaxResumeWaiting)},
 		&ClientAck{Read: 7},
 		&ClientAck{Read: ^uint64(0)},
+		// a Mastery with views whose recovery was aborted (appended too)
+		&Mastery{Epoch: 14, Tables: sampleBitmap(), Views: []ViewRef{{Epoch: 11, ID: 0xdeadbeef}}, Aborted: []ViewRef{{Epoch: 12, ID: 1}, {Epoch: 13, ID: ^uint64(0)}}},
+		&Mastery{Epoch: ^uint64(0), Views: manyViews(MaxMasteryViews), Aborted: manyViews(MaxMasteryViews)},
 	}
 }
 
