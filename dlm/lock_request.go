@@ -282,6 +282,9 @@ func deadlineOf(ctx context.Context) time.Duration {
 // Convert changes the lock's mode: down (never waits) or up (may wait, as
 // long as ctx allows; a cancelled ctx leaves the lock in its old mode, or,
 // if the conversion was granted meanwhile, in the new one: Mode tells).
+// A down-conversion whose ctx ends before the master's answer leaves the
+// lock in the new mode at once: the master may have granted it, and let
+// others in, already.
 // If the holder set a value (SetValue) and holds PW or EX, a down-conversion
 // writes it back. A conversion deadlock fails with ErrDeadlock, the lock
 // keeping its mode, unless DemoteOnDeadlock is given. A conversion that

@@ -109,6 +109,7 @@ func (lk *Lock) withdraw(cause error) error {
 			lk.forgetLocked(sh)
 		} else {
 			lk.state = stGranted
+			lk.unwrite()
 		}
 		drain(lk.done)
 		return ctxError(cause)
@@ -136,6 +137,12 @@ func (lk *Lock) withdraw(cause error) error {
 	} else {
 		lk.state = stGranted // the conversion may still happen; Mode tells
 		lk.pendingConvert = true
+		if modes.IsDown(lk.mode, lk.want) {
+			// The master grants a down-conversion whenever it arrives,
+			// and may let others in at once: from now on the holder may
+			// count only on the weaker mode.
+			lk.mode = lk.want
+		}
 	}
 	return ctxError(cause)
 }

@@ -292,3 +292,37 @@ func TestRefusedDownConversionKeepsItsValue(t *testing.T) {
 		mustUnlock(t, b)
 	})
 }
+
+// TestGivenUpDownConversionHoldsTheWeakerMode: an EX holder converts down
+// to NL with a context that ends before the master's answer comes back.
+// The master grants the conversion when it arrives and may let another
+// EX in at once, so the holder must not go on believing it holds EX: the
+// lock says NL from the moment Convert returns.
+func TestGivenUpDownConversionHoldsTheWeakerMode(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, nil)
+		defer c.close()
+		res := c.resourceOn(1, "down-given-up")
+		lk := mustLock(t, c.ls[0], res, modes.EX)
+		c.net.SetStreamDelay(50 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(bg, 10*time.Millisecond)
+		err := lk.Convert(ctx, modes.NL)
+		cancel()
+		if err == nil {
+			t.Fatal("the down-conversion was answered within 10 ms of a 100 ms round trip: the scenario did not happen")
+		}
+		if got := lk.Mode(); got != modes.NL {
+			t.Fatalf("after giving up the down-conversion the lock says %v; want NL (the master may grant EX to another now)", got)
+		}
+		other := mustLock(t, c.ls[2], res, modes.EX) // granted once the conversion arrived
+		c.net.SetStreamDelay(0)
+		mustUnlock(t, other)
+		if err := lk.Convert(bg, modes.EX); err != nil {
+			t.Fatalf("converting up again: %v", err)
+		}
+		if lk.Mode() != modes.EX {
+			t.Fatalf("mode %v after converting up", lk.Mode())
+		}
+		mustUnlock(t, lk)
+	})
+}
