@@ -91,18 +91,7 @@ func TestConvertWaitsForMastersQuorum(t *testing.T) {
 		defer c.close()
 		res := c.resourceOn(1, "cv")
 		lk := mustLock(t, c.ls[0], res, modes.PR)
-		for _, other := range []int{2, 3, 4} {
-			c.net.Partition(c.nodes[1].Name(), c.nodes[other].Name())
-		}
-		for {
-			if _, held := c.nodes[1].QuorumLease(); !held {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if _, held := c.nodes[0].QuorumLease(); !held {
-			t.Fatal("the holder's node lost its quorum too: the test shows nothing")
-		}
+		cutOffMasterFromAllButHolder(t, c)
 		start := time.Now()
 		if err := lk.Convert(bg, modes.EX, FailFast()); !errors.Is(err, ErrNoQuorum) {
 			t.Fatalf("FailFast conversion at a master without quorum: %v (master %s)", err, c.ls[0].MasterOf(res))
@@ -247,18 +236,7 @@ func TestRefusedDownConversionKeepsItsValue(t *testing.T) {
 		resA, resB := c.resourceOn(1, "cv-value-a"), c.resourceOn(1, "cv-value-b")
 		a := mustLock(t, c.ls[0], resA, modes.EX)
 		b := mustLock(t, c.ls[0], resB, modes.EX)
-		for _, other := range []int{2, 3, 4} {
-			c.net.Partition(c.nodes[1].Name(), c.nodes[other].Name())
-		}
-		for {
-			if _, held := c.nodes[1].QuorumLease(); !held {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if _, held := c.nodes[0].QuorumLease(); !held {
-			t.Fatal("the holder's node lost its quorum too: the test shows nothing")
-		}
+		cutOffMasterFromAllButHolder(t, c)
 		if err := a.SetValue([]byte("a-written")); err != nil {
 			t.Fatal(err)
 		}
@@ -325,4 +303,23 @@ func TestGivenUpDownConversionHoldsTheWeakerMode(t *testing.T) {
 		}
 		mustUnlock(t, lk)
 	})
+}
+
+// cutOffMasterFromAllButHolder partitions node 1 of a five-node cluster
+// from every node but node 0 (the holder), and waits until node 1 has lost
+// its quorum lease while node 0 keeps its own.
+func cutOffMasterFromAllButHolder(t *testing.T, c *cluster) {
+	t.Helper()
+	for _, other := range []int{2, 3, 4} {
+		c.net.Partition(c.nodes[1].Name(), c.nodes[other].Name())
+	}
+	for {
+		if _, held := c.nodes[1].QuorumLease(); !held {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // fake time: the lease's end is what is waited for
+	}
+	if _, held := c.nodes[0].QuorumLease(); !held {
+		t.Fatal("the holder's node lost its quorum too: the test shows nothing")
+	}
 }
