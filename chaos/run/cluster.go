@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/nemesis"
 	"github.com/seed-a6839e30/dlm/chaos/run/internal/netlab"
@@ -90,6 +91,8 @@ func (c *cluster) Holder(rng *rand.Rand) (nemesis.Holder, bool) {
 }
 
 func (c *cluster) Arm(h nemesis.Holder) bool { return c.w.arm(h) }
+
+func (c *cluster) Pin(h nemesis.Holder, d time.Duration) bool { return c.w.pin(h, d) }
 
 func (c *cluster) Witness(resource string) { c.witness(resource) }
 

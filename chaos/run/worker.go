@@ -82,7 +82,7 @@ type clientSpec struct {
 // worker (Ev) or a command from the harness (Cmd).
 type ctlMsg struct {
 	Ev      string         `json:"ev,omitempty"`  // hello, ready, hold, unhold, armed, quiet
-	Cmd     string         `json:"cmd,omitempty"` // arm, quiesce
+	Cmd     string         `json:"cmd,omitempty"` // arm, pin, quiesce
 	Worker  string         `json:"w,omitempty"`
 	Pid     int            `json:"pid,omitempty"`
 	Client  int            `json:"c,omitempty"`
@@ -91,7 +91,8 @@ type ctlMsg struct {
 	Token   uint64         `json:"tok,omitempty"`
 	OK      bool           `json:"ok,omitempty"`
 	Clients map[string]int `json:"clients,omitempty"`
-	// For is how long a long holder means to hold its lock.
+	// For is how long a long holder means to hold its lock (hold), or
+	// must hold it at least (pin).
 	For time.Duration `json:"for,omitempty"`
 }
 
@@ -246,6 +247,8 @@ func worker(specPath string, log *slog.Logger) error {
 					a := r.Arm(m.Client, time.Second)
 					send(ctlMsg{Ev: "armed", Client: m.Client, OK: a.OK, Token: a.Token, Res: a.Resource})
 				}()
+			case "pin":
+				r.Pin(m.Client, m.For)
 			case "quiesce":
 				wstop()
 			}

@@ -231,6 +231,21 @@ func (w *workers) pick(rng *rand.Rand) (nemesis.Holder, bool) {
 	return best[rng.IntN(len(best))].Holder, true
 }
 
+// pin asks holder h to hold its lock for at least d more; it reports
+// whether the request was sent (the holder may have let go already).
+func (w *workers) pin(h nemesis.Holder, d time.Duration) bool {
+	w.mu.Lock()
+	c := w.procs[h.Worker-w.first].conn
+	w.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	b, _ := json.Marshal(ctlMsg{Cmd: "pin", Client: h.Client, For: d})
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, err := c.Write(append(b, '\n'))
+	return err == nil
+}
+
 // arm asks holder h to stop at the point of writing, and waits for its
 // answer.
 func (w *workers) arm(h nemesis.Holder) bool {

@@ -101,7 +101,7 @@ func (f *fakeCluster) Apply(x netlab.Faults) error {
 }
 
 // fakeTargets: client 9 on w1 (process 5, a member) holds reg/1.
-type fakeTargets struct{ armed, witnessed []string }
+type fakeTargets struct{ armed, pinned, witnessed []string }
 
 func (fakeTargets) Holder(*rand.Rand) (Holder, bool) {
 	return Holder{Client: 9, Resource: "reg/1", Worker: 5, Node: 5}, true
@@ -110,6 +110,10 @@ func (fakeTargets) Master(*rand.Rand) (int, string, bool) { return 4, "hot/0", t
 func (f *fakeTargets) Witness(res string)                 { f.witnessed = append(f.witnessed, res) }
 func (f *fakeTargets) Arm(h Holder) bool {
 	f.armed = append(f.armed, fmt.Sprintf("client %d %s", h.Client, h.Resource))
+	return true
+}
+func (f *fakeTargets) Pin(h Holder, d time.Duration) bool {
+	f.pinned = append(f.pinned, fmt.Sprintf("client %d %s for %v", h.Client, h.Resource, d))
 	return true
 }
 
@@ -165,7 +169,7 @@ func TestStrikeDoesAndUndoesEachKind(t *testing.T) {
 				t.Errorf("%s: %s", k, log)
 			}
 		case PauseHolder:
-			if log != "stop w1; cont w1" || len(tg.armed) != 1 || tg.armed[0] != "client 9 reg/1" ||
+			if log != "stop w1; cont w1" || len(tg.pinned) != 0 || len(tg.armed) != 1 || tg.armed[0] != "client 9 reg/1" ||
 				len(rec.frozen) != 1 || rec.frozen[0] != 5 {
 				t.Errorf("%s: %s, armed %v, frozen %v", k, log, tg.armed, rec.frozen)
 			}
@@ -173,6 +177,10 @@ func TestStrikeDoesAndUndoesEachKind(t *testing.T) {
 			want := "apply cut n1->n6 n2->n6 n3->n6 n4->n6 n5->n6 n6->n1 n6->n2 n6->n3 n6->n4 n6->n5 n6->n7 n7->n6; apply healthy"
 			if log != want || ev.Resource != "reg/1" || !strings.Contains(ev.Text, "w1->n1") {
 				t.Errorf("%s: %s, want %s (resource %q, %s)", k, log, want, ev.Resource, ev.Text)
+			}
+			// The holder is kept holding through the cut and past the heal.
+			if want := []string{"client 9 reg/1 for 501ms"}; !slices.Equal(tg.pinned, want) {
+				t.Errorf("%s: pinned %v, want %v", k, tg.pinned, want)
 			}
 		case KillRandom, Restart:
 			if strings.Count(log, "kill") != 1 || strings.Count(log, "start") != 1 {

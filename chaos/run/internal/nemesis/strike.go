@@ -65,6 +65,10 @@ type Targets interface {
 	// which the fenced register must refuse. It reports whether the
 	// holder got there (it may have let go already).
 	Arm(h Holder) bool
+	// Pin keeps the holder holding its lock for at least d more, unless
+	// it loses it: a holder still at work while its node is cut off,
+	// whose lock another client must not get while it trusts it.
+	Pin(h Holder, d time.Duration) bool
 	// Witness has a client that no nemesis reaches ask for resource in
 	// EX, now, and let go once granted: the grant that shows when the
 	// struck holder's lock could be had elsewhere.
@@ -73,10 +77,12 @@ type Targets interface {
 
 // witnessLead is how long a witness's request has to reach the
 // resource's master before the nemesis strikes; holderWait how long a
-// nemesis aimed at a holder waits for one.
+// nemesis aimed at a holder waits for one; pinPastHeal how long after a
+// partition's heal its holder still holds.
 const (
 	witnessLead = 50 * time.Millisecond
 	holderWait  = 3 * time.Second
+	pinPastHeal = 500 * time.Millisecond
 )
 
 // Recorder is told what the nemeses do, for the history and the report.
@@ -257,6 +263,10 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 		node, res := pick(), ""
 		if ok {
 			node, res = h.Node, h.Resource
+			// Held through the cut and a little past the heal: a
+			// holder that let go on its own while cut off would
+			// leave no overlap to see, whatever the cluster did.
+			tg.Pin(h, s.Hold+pinPastHeal)
 			tg.Witness(res)
 			hold(witnessLead)
 		}

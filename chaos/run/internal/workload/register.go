@@ -45,9 +45,10 @@ func (r *Runner) register(ctx context.Context, c *client) {
 // node, the situation in which a lock service that re-grants too early
 // lets two writers at once. The nemeses aim at these holds (Holder), and
 // may stop one at the point of writing (Arm) before they freeze its
-// process.
+// process, or keep it holding while they cut its node off (Pin).
 func (r *Runner) longHolder(ctx context.Context, c *client) {
 	arm := make(chan chan Armed, 1)
+	pin := make(chan time.Duration, 1)
 	for ctx.Err() == nil {
 		res, lk, ok := r.takeRegister(ctx, c)
 		if !ok {
@@ -55,7 +56,11 @@ func (r *Runner) longHolder(ctx context.Context, c *client) {
 		}
 		r.mu.Lock()
 		agent := c.svc.agent()
-		r.holds[c.id] = &hold{agent: agent, resource: res, token: lk.Token(), arm: arm}
+		select {
+		case <-pin: // a pin of the previous hold, taken too late
+		default:
+		}
+		r.holds[c.id] = &hold{agent: agent, resource: res, token: lk.Token(), arm: arm, pin: pin}
 		r.mu.Unlock()
 		span := r.cfg.LongHoldMax - r.cfg.LongHoldMin
 		d := r.cfg.LongHoldMin + time.Duration(c.rng.Int64N(int64(max(span, 1))))
@@ -80,6 +85,13 @@ func (r *Runner) longHolder(ctx context.Context, c *client) {
 				c.lost(res, lk)
 			case reply := <-arm:
 				lost = r.frozenWrite(c, res, lk, reply)
+			case p := <-pin:
+				if later := time.Now().Add(p); later.After(end) {
+					end = later
+					if r.hooks.Hold != nil {
+						r.hooks.Hold(c.id, agent, res, lk.Token(), p)
+					}
+				}
 			case <-ctx.Done():
 			}
 			t.Stop()

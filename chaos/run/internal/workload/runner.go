@@ -148,6 +148,7 @@ type hold struct {
 	resource string
 	token    uint64
 	arm      chan chan Armed
+	pin      chan time.Duration
 }
 
 // Armed is a long holder's answer to Arm: stopped at the point of writing
@@ -450,6 +451,33 @@ func (r *Runner) Arm(client int, d time.Duration) Armed {
 		return a
 	case <-time.After(d):
 		return Armed{}
+	}
+}
+
+// Pin keeps long holder client holding its lock for at least d more
+// (until then its planned end does not let it go; losing the lock
+// still does): a holder busy with its work while a fault cuts its node
+// off, whose lock must not be given to another while it still trusts
+// it. It reports whether client held a lock to pin.
+func (r *Runner) Pin(client int, d time.Duration) bool {
+	r.mu.Lock()
+	h := r.holds[client]
+	r.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	// The holder takes the latest pin; one it has not taken yet is
+	// replaced.
+	for {
+		select {
+		case h.pin <- d:
+			return true
+		default:
+		}
+		select {
+		case <-h.pin:
+		default:
+		}
 	}
 }
 
