@@ -50,6 +50,17 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 		resolve(up, err)
 		return !lost && outcome(err) != check.Unknown && ctx.Err() == nil
 	}
+	if lost || isClosed(lk.Lost()) {
+		// Granted, but the lock is lost by the time the grant is seen
+		// (a process frozen after the grant came, woken past its
+		// lease): the value was current when the grant came, not now,
+		// and a client that heeds Lost does not use it.
+		up.Granted(lk.Mode(), lk.Token())
+		if !lost {
+			c.lost(CounterRes, lk)
+		}
+		return false
+	}
 	// The grant's time is taken before anything else is done: a process
 	// frozen (SIGSTOP) in between would otherwise date its read to its
 	// thaw, after increments that other clients made meanwhile.
@@ -170,4 +181,14 @@ func (r *Runner) Finish(ctx context.Context) error {
 	r.mu.Unlock()
 	c.unlock(CounterRes, lk)
 	return nil
+}
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
