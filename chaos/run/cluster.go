@@ -26,7 +26,7 @@ type cluster struct {
 	// hot are the resources kill-master aims at.
 	hot []string
 	// witness asks for a resource from a client in the harness.
-	witness func(resource string)
+	witness func(resource string) <-chan struct{}
 }
 
 var (
@@ -94,7 +94,7 @@ func (c *cluster) Arm(h nemesis.Holder) bool { return c.w.arm(h) }
 
 func (c *cluster) Pin(h nemesis.Holder, d time.Duration) bool { return c.w.pin(h, d) }
 
-func (c *cluster) Witness(resource string) { c.witness(resource) }
+func (c *cluster) Witness(resource string) <-chan struct{} { return c.witness(resource) }
 
 // Master picks a hot resource mastered by an agent.
 func (c *cluster) Master(rng *rand.Rand) (int, string, bool) {

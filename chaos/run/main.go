@@ -511,7 +511,7 @@ func run(ctx context.Context, o options, kinds []nemesis.Kind, args []string, st
 	cl := &cluster{a: ag, w: ws, voters: len(members), oracle: ls,
 		hot: []string{workload.RegisterPrefix + "0", workload.RegisterPrefix + "1", workload.MixPrefix + "0",
 			workload.MixPrefix + "1", workload.MixPrefix + "2", workload.CounterRes, workload.ElectionRes},
-		witness: func(res string) { hr.Witness(hctx, res, 30*time.Second) }}
+		witness: func(res string) <-chan struct{} { return hr.Witness(hctx, res, 30*time.Second) }}
 	var procNames []string
 	for i := range cl.Procs() {
 		procNames = append(procNames, cl.Name(i))

@@ -101,13 +101,26 @@ func (f *fakeCluster) Apply(x netlab.Faults) error {
 }
 
 // fakeTargets: client 9 on w1 (process 5, a member) holds reg/1.
-type fakeTargets struct{ armed, pinned, witnessed []string }
+type fakeTargets struct {
+	armed, pinned, witnessed []string
+	// slowWitness, if set, is what Witness returns; otherwise the
+	// witness is done at once.
+	slowWitness chan struct{}
+}
 
 func (fakeTargets) Holder(*rand.Rand) (Holder, bool) {
 	return Holder{Client: 9, Resource: "reg/1", Worker: 5, Node: 5}, true
 }
 func (fakeTargets) Master(*rand.Rand) (int, string, bool) { return 4, "hot/0", true }
-func (f *fakeTargets) Witness(res string)                 { f.witnessed = append(f.witnessed, res) }
+func (f *fakeTargets) Witness(res string) <-chan struct{} {
+	f.witnessed = append(f.witnessed, res)
+	if f.slowWitness != nil {
+		return f.slowWitness
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
+}
 func (f *fakeTargets) Arm(h Holder) bool {
 	f.armed = append(f.armed, fmt.Sprintf("client %d %s", h.Client, h.Resource))
 	return true
@@ -169,7 +182,7 @@ func TestStrikeDoesAndUndoesEachKind(t *testing.T) {
 				t.Errorf("%s: %s", k, log)
 			}
 		case PauseHolder:
-			if log != "stop w1; cont w1" || len(tg.pinned) != 0 || len(tg.armed) != 1 || tg.armed[0] != "client 9 reg/1" ||
+			if log != "stop w1; cont w1" || strings.Contains(ev.Text, "witness") || len(tg.pinned) != 0 || len(tg.armed) != 1 || tg.armed[0] != "client 9 reg/1" ||
 				len(rec.frozen) != 1 || rec.frozen[0] != 5 {
 				t.Errorf("%s: %s, armed %v, frozen %v", k, log, tg.armed, rec.frozen)
 			}
@@ -191,6 +204,19 @@ func TestStrikeDoesAndUndoesEachKind(t *testing.T) {
 				t.Errorf("%s: %s", k, log)
 			}
 		}
+	}
+}
+
+// TestPauseLastsUntilTheWitnessWrote: a frozen holder's late write shows
+// the fencing only after another client wrote, so a pause whose witness
+// is not done by its end goes on, at most as long again, and says so.
+func TestPauseLastsUntilTheWitnessWrote(t *testing.T) {
+	c := newFake(true)
+	tg := &fakeTargets{slowWitness: make(chan struct{})}
+	ev := Strike(context.Background(), Step{Kind: PauseHolder, Hold: 20 * time.Millisecond, Seed: 3}, c, tg, &fakeRecorder{})
+	log := strings.Join(c.log, "; ")
+	if ev.Err != "" || log != "stop w1; cont w1" || !strings.Contains(ev.Text, "more until the witness wrote") {
+		t.Fatalf("%+v: %s", ev, log)
 	}
 }
 

@@ -70,9 +70,10 @@ type Targets interface {
 	// whose lock another client must not get while it trusts it.
 	Pin(h Holder, d time.Duration) bool
 	// Witness has a client that no nemesis reaches ask for resource in
-	// EX, now, and let go once granted: the grant that shows when the
-	// struck holder's lock could be had elsewhere.
-	Witness(resource string)
+	// EX, now, write the register under its token once granted, and let
+	// go: the grant that shows when the struck holder's lock could be had
+	// elsewhere. The channel closes when the witness is done.
+	Witness(resource string) <-chan struct{}
 }
 
 // witnessLead is how long a witness's request has to reach the
@@ -238,10 +239,11 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 		h, ok := holder()
 		node, res := pick(), ""
 		armed := false
+		var witnessed <-chan struct{}
 		if ok {
 			node, res = h.Worker, h.Resource
 			armed = tg.Arm(h)
-			tg.Witness(res)
+			witnessed = tg.Witness(res)
 			hold(witnessLead)
 		}
 		what := "pause"
@@ -255,6 +257,22 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 			rec.Freeze(node)
 		}
 		hold(s.Hold)
+		if armed {
+			// The late write shows the fencing only once another
+			// client wrote under a newer token: when the cluster is
+			// slow to give the lock away (still recovering from the
+			// fault before), the freeze lasts until the witness wrote,
+			// at most another s.Hold.
+			start := time.Now()
+			select {
+			case <-witnessed:
+			case <-ctx.Done():
+			case <-time.After(s.Hold):
+			}
+			if longer := time.Since(start); longer >= time.Millisecond {
+				ev.Text += fmt.Sprintf(", %v more until the witness wrote", longer.Round(time.Millisecond))
+			}
+		}
 		if err := c.Cont(node); err != nil {
 			errs = append(errs, err)
 		}

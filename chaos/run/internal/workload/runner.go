@@ -266,12 +266,15 @@ func (r *Runner) newID() int {
 // when granted, and lets go: started just before a nemesis strikes the
 // resource's holder, its grant is the moment the lock could be had
 // elsewhere (check.TimeToGrant), and its write is the newer one a paused
-// holder's late write meets. It returns once the request is recorded; Run
-// waits for it to end.
-func (r *Runner) Witness(ctx context.Context, resource string, d time.Duration) {
+// holder's late write meets. It returns once the request is recorded, with
+// a channel closed when the witness is done (written and let go, or
+// failed); Run waits for it to end.
+func (r *Runner) Witness(ctx context.Context, resource string, d time.Duration) <-chan struct{} {
 	c := &client{r: r, id: r.newID(), svc: r.services[0]}
 	op := r.h.Acquire(c.id, c.svc.Node, resource, modes.EX)
+	done := make(chan struct{})
 	r.witnesses.Go(func() {
+		defer close(done)
 		octx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		lk, err := c.svc.LS.Acquire(octx, resource, modes.EX)
@@ -288,6 +291,7 @@ func (r *Runner) Witness(ctx context.Context, resource string, d time.Duration) 
 		}
 		c.unlock(resource, lk)
 	})
+	return done
 }
 
 // Clients counts the clients of each kind the runner runs.
