@@ -31,6 +31,29 @@ type Increment struct {
 	// its write-back, and again with its outcome, which replaces it; one
 	// left Pending counts as Unknown).
 	Outcome Outcome `json:"outcome"`
+	// Called is when the up-conversion to EX was called (zero: not
+	// recorded). Frozen says its process was frozen between Called and
+	// Granted (MarkFrozen): the grant may have come before the freeze and
+	// been seen only at the thaw, so Granted does not date its read.
+	Called time.Duration `json:"called_ns,omitempty"`
+	Frozen bool          `json:"frozen,omitempty"`
+}
+
+// MarkFrozen sets Frozen on the increments whose node was frozen between
+// their Called and Granted; freezes are each node's freeze instants, in
+// order (History.Freezes).
+func MarkFrozen(incs []Increment, freezes map[string][]time.Duration) []Increment {
+	out := slices.Clone(incs)
+	for i := range out {
+		in := &out[i]
+		ts := freezes[in.Node]
+		if in.Called == 0 || len(ts) == 0 {
+			continue
+		}
+		j, _ := slices.BinarySearch(ts, in.Called)
+		in.Frozen = j < len(ts) && ts[j] <= in.Granted
+	}
+	return out
 }
 
 // CounterRead is a read of the counter when the run is over.
@@ -54,6 +77,12 @@ type CounterResult struct {
 	// they are no violation.
 	Invalidated int
 	Flagged     int64
+	// Paused counts the increments whose process was frozen between the
+	// up-conversion's call and its grant's return and whose value was not
+	// written back for sure (Frozen, and not OK): when their grant came,
+	// and so what they should have read, is not known, and their reads
+	// are not judged.
+	Paused int
 	// Recreated counts the reads that found the value block empty after a
 	// moment when no client believed it held a lock on the counter: the
 	// resource, and its value, may have gone with its last lock, as the
@@ -123,6 +152,21 @@ func CheckCounterHeld(incs []Increment, final *CounterRead, held []Interval) Cou
 		lo, hi = v, v
 	}
 	for _, in := range incs {
+		if in.Frozen && in.Outcome != OK {
+			// Granted at some moment from its call to its return,
+			// across a freeze: its read is of that moment. A write
+			// it may have made counts as unknown; an acknowledged
+			// one (a stale read written back) is judged below like
+			// any other.
+			res.Paused++
+			if in.Outcome == Fail {
+				res.Failed++
+			} else {
+				res.Unknown++
+				hi++
+			}
+			continue
+		}
 		what := fmt.Sprintf("the increment by client %d on %s granted at %s", in.Client, in.Node, fmtTime(in.Granted))
 		judge(what, in.Granted, in.Read, in.Valid, in.Empty)
 		switch in.Outcome {

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -463,6 +464,26 @@ func (h *History) Span(tag, text string) (end func()) {
 
 // Records returns a copy of the history so far. Operations still pending
 // have Outcome Pending and Return Infinity.
+// Freezes returns, for each node, the instants its process was frozen
+// (Freeze), in order.
+func (h *History) Freezes() map[string][]time.Duration {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string][]time.Duration{}
+	for i := range h.recs {
+		if r := &h.recs[i]; r.Kind == Crash && r.Err == frozen {
+			out[r.Node] = append(out[r.Node], r.Call)
+		}
+	}
+	for _, ts := range out {
+		slices.Sort(ts)
+	}
+	return out
+}
+
 func (h *History) Records() []Record {
 	if h == nil {
 		return nil

@@ -338,3 +338,16 @@ func TestHistoryConcurrent(t *testing.T) {
 		t.Fatalf("%d intervals, errors %q", len(snap.intervals), snap.errs)
 	}
 }
+
+func TestFreezesListsEachNodesFreezes(t *testing.T) {
+	now := time.Duration(0)
+	h := NewHistory(func() time.Time { now += time.Second; return time.Unix(0, int64(now)) })
+	h.Freeze("w1")
+	h.Crash("w2")
+	h.Freeze("w1")
+	h.Freeze("w2")
+	f := h.Freezes()
+	if len(f) != 2 || len(f["w1"]) != 2 || len(f["w2"]) != 1 || f["w1"][0] >= f["w1"][1] || f["w2"][0] <= f["w1"][1] {
+		t.Fatalf("freezes %v: want two of w1, in order, and w2's one after them (its crash is no freeze)", f)
+	}
+}

@@ -330,3 +330,43 @@ func TestCounterRecreated(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterFrozenIncrement has the fifth long run's shape: w1's
+// up-conversion is called, its process is frozen before its client sees
+// the grant, w2 goes on incrementing, and at the thaw w1 sees the grant
+// with the value as it was when the grant came (far below the count by
+// then); its write-back fails with the lock. Its read is not judged; w2's
+// next read, which counts w2's own increments, is correct. Unmarked (no
+// freeze known), the same history has two violations; a stale read that
+// was written back is a lost update, freeze or not.
+func TestCounterFrozenIncrement(t *testing.T) {
+	w := func(c int, node string, called, granted time.Duration, read int64, o Outcome) Increment {
+		in := inc(c, granted, read, true, o)
+		in.Node, in.Called = node, called
+		return in
+	}
+	incs := []Increment{
+		w(2, "w2", 900*ms, 1*s, 0, OK),
+		w(1, "w1", 1100*ms, 5*s, 1, Unknown), // frozen from 1.2 s to 5 s
+		w(2, "w2", 1300*ms, 1400*ms, 1, OK),
+		w(2, "w2", 1500*ms, 1600*ms, 2, OK),
+		w(2, "w2", 5100*ms, 5200*ms, 3, OK),
+	}
+	freezes := map[string][]time.Duration{"w1": {1200 * ms}, "w2": {8 * s}}
+	if res := CheckCounterHeld(incs, &CounterRead{Value: 4, Valid: true}, nil); len(res.Violations) != 2 {
+		t.Fatalf("unmarked: %v, want the two violations of the run", res.Violations)
+	}
+	marked := MarkFrozen(incs, freezes)
+	if got := []bool{marked[0].Frozen, marked[1].Frozen, marked[2].Frozen, marked[3].Frozen, marked[4].Frozen}; !slices.Equal(got, []bool{false, true, false, false, false}) {
+		t.Fatalf("frozen marks %v", got)
+	}
+	res := CheckCounterHeld(marked, &CounterRead{Value: 4, Valid: true}, nil)
+	if !res.OK() || res.Paused != 1 || res.Acked != 4 || res.Unknown != 1 {
+		t.Fatalf("marked: %+v", res)
+	}
+	// The frozen client's stale read written back: a lost update.
+	incs[1].Outcome = OK
+	if res := CheckCounterHeld(MarkFrozen(incs, freezes), nil, nil); res.OK() {
+		t.Fatalf("a stale read written back passed: %+v", res)
+	}
+}

@@ -74,10 +74,10 @@ func Markdown(r Run) string {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
 	b.WriteString("\n![timeline](timeline.svg)\n\n## Safety\n\n")
-	fmt.Fprintf(&b, "| | |\n|---|---|\n| violations | %d |\n| inconclusive | %d |\n| records | %d |\n| grants | %d |\n| fenced writes | %d |\n| unknown outcomes | %d |\n| crashes | %d |\n| counter | %d acknowledged, %d unknown, final %s; %d invalidated reads (flagged, %d increments lost with them); %d empty reads after every lock on it went (%d increments lost with the resource) |\n| election | %d terms, %d reads |\n| paused holders' late writes | %d: %d refused, %d accepted with no newer token, %d accepted over a newer one |\n| self-test | %s |\n\n",
+	fmt.Fprintf(&b, "| | |\n|---|---|\n| violations | %d |\n| inconclusive | %d |\n| records | %d |\n| grants | %d |\n| fenced writes | %d |\n| unknown outcomes | %d |\n| crashes | %d |\n| counter | %d acknowledged, %d unknown, final %s; %d invalidated reads (flagged, %d increments lost with them); %d empty reads after every lock on it went (%d increments lost with the resource); %d reads across a freeze of their process, not written back, not judged |\n| election | %d terms, %d reads |\n| paused holders' late writes | %d: %d refused, %d accepted with no newer token, %d accepted over a newer one |\n| self-test | %s |\n\n",
 		len(v.Violations), len(v.Inconclusive), v.Stats.Records, v.Stats.Grants, v.Stats.Writes, v.Stats.Unknown,
 		v.Stats.Crashes, v.Counter.Acked, v.Counter.Unknown, finalText(v.Counter.Final), v.Counter.Invalidated,
-		v.Counter.Flagged, v.Counter.Recreated, v.Counter.Lost, v.Election.Terms, v.Election.Observations, v.FrozenWrites.Total, v.FrozenWrites.Refused,
+		v.Counter.Flagged, v.Counter.Recreated, v.Counter.Lost, v.Counter.Paused, v.Election.Terms, v.Election.Observations, v.FrozenWrites.Total, v.FrozenWrites.Refused,
 		v.FrozenWrites.AcceptedFresh, v.FrozenWrites.AcceptedStale, r.SelfTest)
 	for _, x := range v.Violations {
 		fmt.Fprintf(&b, "- violation: %s\n", strings.ReplaceAll(x, "\n", " "))

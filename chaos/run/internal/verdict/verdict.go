@@ -93,7 +93,7 @@ func Judge(in Input) Verdict {
 		v.Inconclusive = append(v.Inconclusive, x.String())
 	}
 
-	v.Counter = check.CheckCounterHeld(in.Results.Increments, in.Results.Final, in.History.Held(workload.CounterRes))
+	v.Counter = check.CheckCounterHeld(check.MarkFrozen(in.Results.Increments, in.History.Freezes()), in.Results.Final, in.History.Held(workload.CounterRes))
 	for _, x := range v.Counter.Violations {
 		v.Violations = append(v.Violations, "[counter] "+x)
 	}

@@ -42,6 +42,7 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 		return false
 	default:
 	}
+	called := r.h.Elapsed()
 	up := r.h.Convert(c.id, c.svc.Node, CounterRes, modes.EX)
 	octx, cancel := c.opCtx(ctx)
 	lost, err := c.convert(octx, CounterRes, lk, modes.EX)
@@ -71,7 +72,7 @@ func (r *Runner) increment(ctx context.Context, c *client, lk Lock) bool {
 	if len(v) >= 8 {
 		read = int64(binary.BigEndian.Uint64(v))
 	}
-	inc := check.Increment{Client: c.id, Node: c.svc.Node, Granted: granted, Read: read, Valid: valid, Empty: len(v) == 0}
+	inc := check.Increment{Client: c.id, Node: c.svc.Node, Called: called, Granted: granted, Read: read, Valid: valid, Empty: len(v) == 0}
 	if err := lk.SetValue(binary.BigEndian.AppendUint64(nil, uint64(read+1))); err != nil {
 		inc.Outcome = check.Fail
 	} else {
