@@ -187,7 +187,7 @@ func TestStrikeDoesAndUndoesEachKind(t *testing.T) {
 				t.Errorf("%s: %s, armed %v, frozen %v", k, log, tg.armed, rec.frozen)
 			}
 		case PartHolder:
-			want := "apply cut n1->n6 n2->n6 n3->n6 n4->n6 n5->n6 n6->n1 n6->n2 n6->n3 n6->n4 n6->n5 n6->n7 n7->n6; apply healthy"
+			want := "apply cut n1->n6 n2->n6 n3->n6 n4->n6 n5->n6 n6->n1 n6->n2 n6->n3 n6->n4 n6->n5 n6->n7 n7->n6 n6<->hub; apply healthy"
 			if log != want || ev.Resource != "reg/1" || !strings.Contains(ev.Text, "w1->n1") {
 				t.Errorf("%s: %s, want %s (resource %q, %s)", k, log, want, ev.Resource, ev.Text)
 			}

@@ -288,7 +288,7 @@ func Strike(ctx context.Context, s Step, c Cluster, tg Targets, rec Recorder) Ev
 			tg.Witness(res)
 			hold(witnessLead)
 		}
-		net(netlab.Isolate(c.NetSize(), []int{node}), fmt.Sprintf("isolate %s, holding %s", c.Name(node), res))
+		net(netlab.IsolateAll(c.NetSize(), []int{node}), fmt.Sprintf("isolate %s, holding %s", c.Name(node), res))
 		ev.Resource, ev.Nodes = res, []string{c.Name(node)}
 	case QuorumLoss:
 		k := min(n, c.Voters()-c.Quorum()+1)

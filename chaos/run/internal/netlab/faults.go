@@ -27,6 +27,11 @@ type Faults struct {
 	// Delay: node i's packets to its peers are held this long before they
 	// leave.
 	Delay map[int]time.Duration
+	// Hub: node i and the hub (HubIP: the harness, with its own cluster
+	// member) cannot reach each other, both ways. A node cut from every
+	// other node but not from the hub still hears the cluster's news
+	// from the harness's member.
+	Hub map[int]bool
 }
 
 // Empty reports whether f is a healthy network.
@@ -43,6 +48,11 @@ func (f Faults) Empty() bool {
 	}
 	for _, d := range f.Delay {
 		if d > 0 {
+			return false
+		}
+	}
+	for _, c := range f.Hub {
+		if c {
 			return false
 		}
 	}
@@ -66,6 +76,11 @@ func (f Faults) Describe(name func(int) string) string {
 	}) {
 		if f.Cut[k] {
 			cuts = append(cuts, name(k.From)+"->"+name(k.To))
+		}
+	}
+	for _, i := range slices.Sorted(maps.Keys(f.Hub)) {
+		if f.Hub[i] {
+			cuts = append(cuts, name(i)+"<->hub")
 		}
 	}
 	if len(cuts) > 0 {
@@ -160,6 +175,10 @@ func (l *Lab) nftScript(i int, f Faults) string {
 	slices.Sort(drops)
 	var b strings.Builder
 	b.WriteString("flush ruleset\n")
+	hub := f.Hub[i]
+	if hub {
+		drops = append(drops, hubIP)
+	}
 	if len(drops) == 0 && f.Loss[i] == 0 {
 		return b.String()
 	}
@@ -170,7 +189,11 @@ func (l *Lab) nftScript(i int, f Faults) string {
 	if p := f.Loss[i]; p > 0 {
 		fmt.Fprintf(&b, "\t\tip saddr { %s } numgen random mod 100 < %d drop\n", strings.Join(l.peerIPs(i), ", "), p)
 	}
-	b.WriteString("\t}\n}\n")
+	b.WriteString("\t}\n")
+	if hub {
+		fmt.Fprintf(&b, "\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n\t\tip daddr %s drop\n\t}\n", hubIP)
+	}
+	b.WriteString("}\n")
 	return b.String()
 }
 
@@ -200,9 +223,14 @@ func (f Faults) validate(n int) error {
 			return fmt.Errorf("netlab: delay %v on node %d; want 0..%v on 0..%d", d, i, maxDelay, n-1)
 		}
 	}
+	for i, c := range f.Hub {
+		if c && (i < 0 || i >= n) {
+			return fmt.Errorf("netlab: hub cut of node %d outside nodes 0..%d", i, n-1)
+		}
+	}
 	return nil
 }
 
 func (f Faults) clone() Faults {
-	return Faults{Cut: maps.Clone(f.Cut), Loss: maps.Clone(f.Loss), Delay: maps.Clone(f.Delay)}
+	return Faults{Cut: maps.Clone(f.Cut), Loss: maps.Clone(f.Loss), Delay: maps.Clone(f.Delay), Hub: maps.Clone(f.Hub)}
 }

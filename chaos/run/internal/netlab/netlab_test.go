@@ -319,6 +319,46 @@ func TestPartitionCutsAndHealRemovesTheRules(t *testing.T) {
 	}
 }
 
+// TestIsolateAllCutsTheHubToo: a node isolated from everyone, the harness
+// included, takes no connection from the hub and has a rule against
+// sending to it, while its peers' links to the hub stay; heal removes it.
+func TestIsolateAllCutsTheHubToo(t *testing.T) {
+	tl := newTestLab(t, 3)
+	dial := func(i int, timeout time.Duration) bool {
+		c, err := net.DialTimeout("tcp", tl.Nodes()[i].IP+":7000", timeout)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}
+	f := IsolateAll(3, []int{0})
+	if got := f.String(); !strings.Contains(got, "n1<->hub") || strings.Contains(got, "n2<->hub") {
+		t.Fatalf("faults %q: want n1 cut from the hub, n2 not", got)
+	}
+	if err := tl.Apply(f); err != nil {
+		t.Fatal(err)
+	}
+	if dial(0, 500*time.Millisecond) {
+		t.Fatal("the hub connected to n1 through its isolation")
+	}
+	if !dial(1, probeTimeout) {
+		t.Fatal("the hub could not connect to n2, which is not cut from it")
+	}
+	if rs, _ := tl.Ruleset(0); !strings.Contains(rs, "daddr "+tl.HubIP()) {
+		t.Fatalf("n1's ruleset has no rule against sending to the hub:\n%s", rs)
+	}
+	if ok, _ := tl.reach(t, "tcp", 0, 1, 500*time.Millisecond); ok {
+		t.Fatal("n1 -> n2 connected across the isolation")
+	}
+	if err := tl.Apply(Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	tl.requireClean(t)
+	if !dial(0, probeTimeout) {
+		t.Fatal("the hub still cut from n1 after heal")
+	}
+}
+
 // TestOneWayCutsOneDirection: datagrams from n1 never reach n2, while n2's
 // reach n1.
 func TestOneWayCutsOneDirection(t *testing.T) {

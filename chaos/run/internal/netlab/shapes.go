@@ -34,6 +34,17 @@ func Isolate(n int, minority []int) Faults {
 	return Partition(n, minority, others(n, minority))
 }
 
+// IsolateAll is Isolate with the nodes in minority cut from the hub too:
+// cut off from every other member of the cluster, the harness's included.
+func IsolateAll(n int, minority []int) Faults {
+	f := Isolate(n, minority)
+	f.Hub = make(map[int]bool, len(minority))
+	for _, i := range minority {
+		f.Hub[i] = true
+	}
+	return f
+}
+
 // Ring leaves each node connected to its two neighbours on a ring only:
 // each sees a majority of three of five, and no two majorities agree
 // (Jepsen's majorities ring). order gives the ring's order.
