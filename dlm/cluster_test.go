@@ -94,9 +94,20 @@ func (c *cluster) memConfig(cfg *Config, mn *memnet.Node) {
 // startNode starts (or restarts, with a new boot) node i on memnet.
 func (c *cluster) startNode(i int) *Node {
 	c.t.Helper()
-	mn, err := c.net.AddNode(c.names[i])
+	nd, ls, err := c.launch(i)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	c.nodes[i], c.ls[i] = nd, ls
+	return nd
+}
+
+// launch starts node i on memnet and opens its lockspace "test", leaving
+// c.nodes alone: several may run at once.
+func (c *cluster) launch(i int) (*Node, *Lockspace, error) {
+	mn, err := c.net.AddNode(c.names[i])
+	if err != nil {
+		return nil, nil, err
 	}
 	cfg := DefaultConfig()
 	cfg.Name, cfg.ClusterID = c.names[i], "test"
@@ -105,14 +116,14 @@ func (c *cluster) startNode(i int) *Node {
 	defer cancel()
 	nd, err := start(ctx, cfg, c.knobs)
 	if err != nil {
-		c.t.Fatal(err)
+		return nil, nil, err
 	}
 	ls, err := nd.Lockspace("test")
 	if err != nil {
-		c.t.Fatal(err)
+		_ = nd.Close()
+		return nil, nil, err
 	}
-	c.nodes[i], c.ls[i] = nd, ls
-	return nd
+	return nd, ls, nil
 }
 
 // startTCP starts an n-node cluster over loopback TCP with real time.

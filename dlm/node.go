@@ -333,6 +333,11 @@ func (n *Node) onMemberEvent(ev membership.Event) {
 	if err := n.links.SetPeer(name, ev.Member.LinkAddr); err != nil {
 		n.log.Warn("peer address refused", "peer", name, "err", err)
 	}
+	// A peer that membership sees (back) up answers a dial now: the link
+	// to a peer that restarted on the same address need not wait out the
+	// backoff its redials reached while the peer was down, which the next
+	// view waits for (its proposal and recovery go over that link).
+	n.links.Redial(name)
 	n.rec.MemberAlive(name, ev.Member.BootID)
 }
 

@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -53,13 +54,50 @@ func (m *Manager) coordinate() {
 	}
 	epoch := max(m.committed.Epoch, m.promised, m.highest) + 1
 	prev := m.committed.Epoch
-	m.proposing = true
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ProposeTimeout)
+	r := &round{members: desired, cancel: cancel}
+	m.proposing, m.round = true, r
 	m.wg.Add(1)
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
-		m.propose(epoch, prev, desired, next)
+		defer cancel()
+		m.propose(ctx, r, epoch, prev, desired, next)
 	}()
+}
+
+// round is a proposal round under way.
+type round struct {
+	members []Member
+	cancel  context.CancelFunc
+	// aborted: membership showed that a member of the round is down, or
+	// runs another boot, so the round cannot commit; it was ended without
+	// waiting for ProposeTimeout, and the next one needs no back-off.
+	aborted bool
+}
+
+// abortRoundLocked ends the proposal round under way if membership's news
+// of name (it went, or came back with another boot) leaves the round
+// without a member that can promise: a promise is asked of a member's boot,
+// so the round would wait for ProposeTimeout for nothing. The view the
+// round proposed is not committed; the next round, proposed at the next
+// coordinator tick, names the members as membership now sees them. News of
+// a member the round does not name leaves it alone: it commits what it
+// has, and the next view adds the newcomer.
+func (m *Manager) abortRoundLocked(name string) {
+	r := m.round
+	if r == nil || r.aborted {
+		return
+	}
+	boot, up := m.alive[name]
+	for _, mem := range r.members {
+		if mem.Name == name && (!up || mem.BootID != boot) {
+			r.aborted = true
+			r.cancel()
+			m.log.Debug("proposal abandoned: membership changed", "member", name, "up", up)
+			return
+		}
+	}
 }
 
 // phaseResync, in a RecoveryStatus, asks the coordinator for a new epoch.
@@ -119,9 +157,10 @@ func membersHas(ms []Member) func(string) bool {
 }
 
 // propose runs one proposal round and commits it if every member promises.
-func (m *Manager) propose(epoch, prev uint64, members []Member, conf Configuration) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ProposeTimeout)
-	defer cancel()
+// ctx ends the round (ProposeTimeout, or abortRoundLocked); the round also
+// ends as soon as one member refused or could not be asked, since it needs
+// every member.
+func (m *Manager) propose(ctx context.Context, r *round, epoch, prev uint64, members []Member, conf Configuration) {
 	// The view's coordinator runs its recovery's barrier, so it must be a
 	// member: a coordinator proposing the view that completes its own
 	// removal names the member that coordinates after it.
@@ -144,6 +183,7 @@ func (m *Manager) propose(epoch, prev uint64, members []Member, conf Configurati
 			defer mu.Unlock()
 			if pr == nil || !pr.OK {
 				ok = false
+				r.cancel() // the round cannot commit: do not wait for the others
 			}
 			if pr != nil {
 				seen = max(seen, pr.Promised, pr.Committed)
@@ -158,12 +198,16 @@ func (m *Manager) propose(epoch, prev uint64, members []Member, conf Configurati
 		m.learnFromPromise(c)
 	}
 	m.mu.Lock()
-	m.proposing = false
+	m.proposing, m.round = false, nil
 	m.highest = max(m.highest, seen)
 	if !ok {
 		// Back off a random while so that two nodes that both think they
-		// coordinate do not outbid each other for ever.
-		m.retryAfter = time.Now().Add(time.Duration(rand.Int64N(int64(4*m.cfg.CoordinatorInterval))) + m.cfg.CoordinatorInterval)
+		// coordinate do not outbid each other for ever. A round abandoned
+		// on membership's news was outbid by no one: the next tick
+		// proposes what membership now sees.
+		if !r.aborted {
+			m.retryAfter = time.Now().Add(time.Duration(rand.Int64N(int64(4*m.cfg.CoordinatorInterval))) + m.cfg.CoordinatorInterval)
+		}
 		m.mu.Unlock()
 		m.met.proposals.WithLabelValues("failed").Inc()
 		return
@@ -186,6 +230,14 @@ func (m *Manager) promiseFrom(ctx context.Context, mem Member, p *wire.Propose) 
 		return m.promise(m.self, p)
 	}
 	rep, err := m.links.Call(ctx, mem.Name, p)
+	if errors.Is(err, transport.ErrConnLost) && ctx.Err() == nil {
+		// The connection broke under the request: typically the member
+		// restarted, and the proposal (naming its new boot) was queued for
+		// the old one. Asking again reaches the new boot. A promise given
+		// to the first request refuses the second (the epoch is promised
+		// already): the round fails, as it would have.
+		rep, err = m.links.Call(ctx, mem.Name, p)
+	}
 	if err != nil {
 		m.log.Debug("no promise", "member", mem, "err", err)
 		return nil
@@ -357,6 +409,13 @@ func (m *Manager) onCommit(c *wire.Commit) {
 	go func() {
 		defer m.wg.Done()
 		defer close(done)
+		// A heartbeat now rather than at the next tick: peers that
+		// committed the view acknowledge this node as a member at once, so
+		// a node that lost its lease with the quorum (or has never held
+		// one) holds it again as soon as a quorum committed. On the
+		// coordinator this follows the Commits on the same links, which
+		// every member handles first.
+		m.heartbeat()
 		if wait != nil {
 			<-wait
 		}

@@ -11,7 +11,10 @@
 // the lowest-named member of the committed view that membership sees up,
 // proposes (epoch, members) whenever those differ from the committed view;
 // a proposal commits when every member of the new view promised it and
-// they are a quorum (a majority) of the configured cluster. Every lock
+// they are a quorum (a majority) of the configured cluster. A round ends
+// at the first member that cannot promise, and at once when membership
+// reports one of its members gone or running another boot (it asked the
+// boot that is gone); the next round names what membership then sees. Every lock
 // message carries its epoch, by which a node drops those older than what
 // they could change (see below). The first view waits up to Config.Settle for every configured
 // member once a quorum is up, so that a cluster starting together forms one

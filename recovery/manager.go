@@ -78,10 +78,13 @@ type Manager struct {
 	pending     *View             // the proposal promised last
 	highest     uint64            // highest epoch seen anywhere
 	proposing   bool
-	retryAfter  time.Time // a failed proposal waits until then
-	run         *recoveryRun
-	runDone     chan struct{} // closed when the latest run's goroutine ends
-	resumed     uint64        // epoch whose recovery completed here
+	// round is the proposal round under way while proposing: membership
+	// news that makes it hopeless ends it at once (see abortRoundLocked).
+	round      *round
+	retryAfter time.Time // a failed proposal waits until then
+	run        *recoveryRun
+	runDone    chan struct{} // closed when the latest run's goroutine ends
+	resumed    uint64        // epoch whose recovery completed here
 	// recoveredView is that epoch's view: what the next recovery's
 	// figures (Stats.Removed, Added) are counted from.
 	recoveredView View
@@ -249,6 +252,7 @@ func (m *Manager) MemberAlive(name string, boot uint64) {
 	}
 	m.alive[name] = boot
 	m.noteQuorumLocked()
+	m.abortRoundLocked(name)
 	m.mu.Unlock()
 }
 
@@ -259,6 +263,7 @@ func (m *Manager) MemberGone(name string) {
 	}
 	m.mu.Lock()
 	delete(m.alive, name)
+	m.abortRoundLocked(name)
 	m.mu.Unlock()
 }
 

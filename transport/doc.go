@@ -109,7 +109,9 @@
 //   - A failed connection is redialled by its dialler with capped, jittered
 //     exponential backoff (Config.Backoff); both ends queue for the session
 //     meanwhile (or fail fast with ErrUnreachable once it ended). Both ends
-//     call OnLinkDown. Dials, handshakes and writes have deadlines.
+//     call OnLinkDown. Dials, handshakes and writes have deadlines. Redial
+//     cuts a backoff short: the caller's membership saw the peer come back
+//     (a restart on the same address), and it answers the first dial.
 //   - Bad input (a declared length over MaxFrame, a truncated frame, a wrong
 //     version, an unknown type, a declared length longer than the frame, a
 //     message that fails validation, trailing bytes, a second Hello) closes

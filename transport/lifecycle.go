@@ -75,6 +75,10 @@ func (p *peer) runDialling() {
 			p.l.met.reconnects.Inc()
 		}
 		served, attempt = true, 1
+		select {
+		case <-p.redial: // asked for while this attempt ran: it is answered
+		default:
+		}
 		log.Debug("connected", "boot", ic.hello.BootID)
 		go func() {
 			err := p.l.read(ic.r, p.addr)
@@ -173,11 +177,15 @@ func (p *peer) expireSession() {
 	}
 }
 
+// sleep waits out a backoff of d, or less if Redial is called meanwhile;
+// it reports false if the peer was stopped.
 func (p *peer) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-p.redial:
 		return true
 	case <-p.ctx.Done():
 		return false

@@ -185,6 +185,28 @@ func (l *Links) SetPeer(name, addr string) error {
 	return nil
 }
 
+// Redial tells the links that the peer name is reachable again (membership
+// saw it join, or restart with a new boot): if this node dials it and the
+// link is down, waiting out the backoff of failed attempts, it dials now.
+// Otherwise it does nothing. The backoff spaces attempts at a peer that
+// does not answer; a peer that came back answers the first.
+func (l *Links) Redial(name string) {
+	p, err := l.peer(name)
+	if err != nil || p.accepts {
+		return
+	}
+	p.mu.Lock()
+	down := p.state == down
+	p.mu.Unlock()
+	if !down {
+		return
+	}
+	select {
+	case p.redial <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
 // dialledBy returns the latest connection the peer name dialled to this node
 // that is still open, or nil; with l.mu held.
 func (l *Links) dialledBy(name string) *inConn {

@@ -188,3 +188,41 @@ func TestCallRightAfterReconnect(t *testing.T) {
 		}
 	})
 }
+
+// A peer that restarts after its link's redials backed off is dialled as
+// soon as Redial says it is back (membership saw it join), not when the
+// backoff runs out: the backoff spaces attempts at a peer that does not
+// answer, and a restarted peer answers the first.
+func TestRedialCutsTheBackoffShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := newNet(t)
+		slow := func(c *transport.Config) { c.Backoff.Max = 20 * time.Second }
+		nodes := memCluster(t, net, slow, "a", "b")
+		defer closeAll(nodes)
+		a := nodes["a"] // a dials b
+		callOK(t, a, "b", 1)
+		if err := net.Crash("b"); err != nil {
+			t.Fatal(err)
+		}
+		_ = nodes["b"].links.Close()
+		// Long enough for a's redials to back off to the 20 s cap.
+		time.Sleep(time.Minute)
+
+		mn, err := net.AddNode("b") // same name, same address, a new boot
+		if err != nil {
+			t.Fatal(err)
+		}
+		b2 := newNode(t, "b", mn.StreamLayer(), func(c *transport.Config) { slow(c); c.BootID = 99 })
+		defer b2.links.Close()
+		if err := b2.links.SetPeer("a", a.addr); err != nil {
+			t.Fatal(err)
+		}
+		a.links.Redial("b")
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := a.links.WaitConnected(ctx, "b"); err != nil {
+			t.Fatalf("a did not dial the restarted b within 100 ms of Redial: %v", err)
+		}
+		callOK(t, a, "b", 2)
+	})
+}

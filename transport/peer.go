@@ -39,6 +39,7 @@ type peer struct {
 	accepts  bool
 	incoming chan *inConn  // 1-buffered: the latest connection the peer dialled
 	wake     chan struct{} // 1-buffered: the write buffer became non-empty
+	redial   chan struct{} // 1-buffered: dial now, cutting a backoff short (Redial)
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	rng      *rand.Rand // backoff jitter; used by run only
@@ -101,6 +102,7 @@ func newPeer(l *Links, name, addr string) *peer {
 		accepts:  dialsFirst(name, l.cfg.Name),
 		incoming: make(chan *inConn, 1),
 		wake:     make(chan struct{}, 1),
+		redial:   make(chan struct{}, 1),
 		ctx:      ctx,
 		cancel:   cancel,
 		rng:      rand.New(rand.NewPCG(l.cfg.Seed, hashName(name))),
