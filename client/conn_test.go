@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"sync"
@@ -101,4 +102,59 @@ func TestAwaitLeavesNoReadDeadline(t *testing.T) {
 	if !c.isDone(second) {
 		t.Fatal("second call not answered")
 	}
+}
+
+// TestContextKeptAcrossReads: a caller's context is registered once for
+// the reads of the requests made under it, and its end still interrupts
+// a later read under it (a wait that never gets its answer), after reads
+// under other contexts too; the connection then reads on.
+func TestContextKeptAcrossReads(t *testing.T) {
+	agentEnd, clientEnd := net.Pipe()
+	defer agentEnd.Close()
+	cfg := DefaultConfig()
+	cfg.Addrs = []string{"127.0.0.1:1"}
+	c := &Client{cfg: cfg, log: slog.New(slog.DiscardHandler), pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
+		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{})}
+	cn := newConn(c, clientEnd, "pipe")
+	c.cn = cn
+	answer := func(id uint64) {
+		l := wire.DefaultLimits()
+		b, err := wire.AppendFrame(nil, wire.Header{ID: id, Reply: true}, &wire.ClientAlive{Lease: int64(time.Second)}, &l)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, _ = agentEnd.Write(b)
+	}
+	answered := func(ctx context.Context) {
+		t.Helper()
+		cl := c.newCall(&wire.ClientKeepAlive{})
+		go answer(cl.id)
+		if err := cn.await(ctx, cl); err != nil || !c.isDone(cl) {
+			t.Fatalf("answered call: %v", err)
+		}
+	}
+	unanswered := func(ctx context.Context, cancel func()) {
+		t.Helper()
+		cl := c.newCall(&wire.ClientKeepAlive{})
+		errc := make(chan error, 1)
+		go func() { errc <- cn.await(ctx, cl) }()
+		time.Sleep(10 * time.Millisecond) // the caller reads, or is about to: either way its ctx ends it
+		cancel()
+		if err := within(t, errc, 10*time.Second, "await whose context ended"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("await whose context ended: %v", err)
+		}
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	answered(ctxA)
+	answered(ctxA)
+	answered(ctxB)
+	unanswered(ctxB, cancelB) // B replaced A's registration
+	answered(context.Background()) // the interrupt's deadline is not left behind
+	answered(ctxA)
+	answered(ctxA)
+	unanswered(ctxA, cancelA)
+	answered(context.Background())
 }
