@@ -151,7 +151,7 @@ func TestContextKeptAcrossReads(t *testing.T) {
 	answered(ctxA)
 	answered(ctxA)
 	answered(ctxB)
-	unanswered(ctxB, cancelB) // B replaced A's registration
+	unanswered(ctxB, cancelB)      // B replaced A's registration
 	answered(context.Background()) // the interrupt's deadline is not left behind
 	answered(ctxA)
 	answered(ctxA)
