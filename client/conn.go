@@ -233,7 +233,12 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 			cn.watchLocked(ctx)
 			cn.startReadingLocked(ctx.Done())
 			cn.rmu.Unlock()
+			// Frames for others (another caller's answer, a push) before
+			// this one's: read on, the reading kept (no timer moves).
 			err := cn.readOne()
+			for err == nil && !cn.cl.isDone(cl) {
+				err = cn.readOne()
+			}
 			cn.rmu.Lock()
 			cn.stopReadingLocked()
 			if cn.interrupted {
