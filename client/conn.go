@@ -22,10 +22,10 @@ import (
 // and otherwise once the connection has been left unread for watcherPark,
 // so that the agent's pushes (blocking notifications, lost locks) are read
 // when nobody calls. The watcher is woken only for that: whoever stops
-// reading arms its idle timer and whoever starts stops it, so a busy
-// connection never wakes it, and it steps down as soon as no sleeping
-// caller waits for an answer (the callers it woke read for themselves
-// next time).
+// reading arms its idle timer (see idle), so that a busy connection
+// hardly ever wakes it, and it steps down as soon as no sleeping caller
+// waits for an answer (the callers it woke read for themselves next
+// time).
 type conn struct {
 	cl     *Client
 	nc     net.Conn
@@ -70,10 +70,23 @@ type conn struct {
 	// while nobody else does. A call's sleeper field says it is counted;
 	// both change under Client.mu, the count is read under rmu.
 	asleep atomic.Int32
-	// idle fires watcherPark after the connection was left unread; it is
-	// stopped while someone reads. Changed under rmu.
-	idle *time.Timer
-	kick chan struct{}
+	// idle wakes the watcher to look whether the connection has been left
+	// unread for watcherPark (since lastRead). Whoever stops reading arms
+	// it for a park from then, unless it is armed (idleArmed) for at
+	// least half a park more already: short reads move it once a half
+	// park, not once a read (moving a timer a goroutine waits on may wake
+	// the netpoller's thread). Reads that last (longReads: the last one
+	// took over half a park) stop it as they start, so that it does not
+	// wake the watcher in the middle of each. The watcher, woken with the
+	// connection unread for less than a park, arms it for the rest.
+	// Changed under rmu.
+	idle      *time.Timer
+	idleArmed bool
+	idleAt    time.Time // when it fires, if armed
+	lastRead  time.Time // when the last reader stopped
+	readFrom  time.Time // when the reading reader started
+	longReads bool
+	kick      chan struct{}
 
 	dead    chan struct{} // closed when the connection failed
 	deadErr error         // why; set before dead closes
@@ -91,11 +104,14 @@ const readBuffer = 128 << 10
 func newConn(cl *Client, nc net.Conn, addr string) *conn {
 	l := wire.DefaultLimits()
 	l.MaxFrame = readBuffer - wire.PrefixSize
-	return &conn{
+	cn := &conn{
 		cl: cl, nc: nc, addr: addr, br: bufio.NewReaderSize(nc, readBuffer),
 		dec: wire.NewClientDecoder(l), limits: l,
 		kick: make(chan struct{}, 1), dead: make(chan struct{}), idle: time.NewTimer(watcherPark),
 	}
+	now := time.Now()
+	cn.idleArmed, cn.idleAt, cn.lastRead = true, now.Add(watcherPark), now
+	return cn
 }
 
 // lazyDelay bounds how long an unlock waits to leave with the next
@@ -282,7 +298,11 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 // that never ends). Caller holds rmu.
 func (cn *conn) startReadingLocked(done <-chan struct{}) {
 	cn.reading, cn.readingDone = true, done
-	cn.idle.Stop()
+	cn.readFrom = time.Now()
+	if cn.longReads && cn.idleArmed {
+		cn.idleArmed = false
+		cn.idle.Stop()
+	}
 }
 
 // watchLocked makes the end of ctx interrupt the read its caller is
@@ -312,7 +332,18 @@ func (cn *conn) unwatchLocked() {
 // watcherPark unless someone else reads first. Caller holds rmu.
 func (cn *conn) stopReadingLocked() {
 	cn.reading, cn.readingDone = false, nil
-	cn.idle.Reset(watcherPark)
+	now := time.Now()
+	cn.lastRead = now
+	cn.longReads = now.Sub(cn.readFrom) > watcherPark/2
+	if !cn.idleArmed || cn.idleAt.Sub(now) < watcherPark/2 {
+		cn.armIdleLocked(now, watcherPark)
+	}
+}
+
+// armIdleLocked makes the idle timer fire d after now. Caller holds rmu.
+func (cn *conn) armIdleLocked(now time.Time, d time.Duration) {
+	cn.idleArmed, cn.idleAt = true, now.Add(d)
+	cn.idle.Reset(d)
 }
 
 // interrupt stops the read of the caller whose context ended (its Done
@@ -355,7 +386,17 @@ func (cn *conn) watch() {
 			select {
 			case <-cn.kick:
 			case <-cn.idle.C:
-				idle = true // left unread for watcherPark (unless taken since: a reader stops the timer)
+				cn.rmu.Lock()
+				cn.idleArmed = false
+				if !cn.reading { // else the reader arms it again as it stops
+					now := time.Now()
+					if left := watcherPark - now.Sub(cn.lastRead); left > 0 {
+						cn.armIdleLocked(now, left)
+					} else {
+						idle = true
+					}
+				}
+				cn.rmu.Unlock()
 			case <-cn.dead:
 				return
 			}
