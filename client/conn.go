@@ -131,12 +131,6 @@ func (cn *conn) sendLocked(h wire.Header, m wire.Message) error {
 	if err != nil {
 		return err
 	}
-	if cn.armed && len(cn.lazy) > 0 {
-		// What waited leaves now: its timer would only wake a goroutine
-		// to find nothing to write.
-		cn.armed = false
-		cn.flushT.Stop()
-	}
 	cn.lazy = cn.lazy[:0]
 	_, werr := cn.nc.Write(b)
 	if cap(b) <= 64<<10 {
