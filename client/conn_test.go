@@ -45,6 +45,29 @@ func (h *hookConn) SetReadDeadline(t time.Time) error {
 	return h.Conn.SetReadDeadline(t)
 }
 
+// pipeClient is a client whose connection is nc, with no agent behind it
+// but what the test writes, and no watcher.
+func pipeClient(nc net.Conn) (*Client, *conn) {
+	cfg := DefaultConfig()
+	cfg.Addrs = []string{"127.0.0.1:1"} // where a reconnect would go: nowhere
+	c := &Client{cfg: cfg, log: slog.New(slog.DiscardHandler), pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
+		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{})}
+	cn := newConn(c, nc, "pipe")
+	c.cn = cn
+	return c, cn
+}
+
+// answerAlive writes the agent's answer to keep-alive id on w.
+func answerAlive(t *testing.T, w net.Conn, id uint64) {
+	l := wire.DefaultLimits()
+	b, err := wire.AppendFrame(nil, wire.Header{ID: id, Reply: true}, &wire.ClientAlive{Lease: int64(time.Second)}, &l)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	_, _ = w.Write(b)
+}
+
 // TestAwaitLeavesNoReadDeadline: a caller that reads the connection for
 // its own answer, and whose context ends just as that read brings a frame
 // in (the context's interrupt moves the read deadline to the past after
@@ -56,25 +79,12 @@ func TestAwaitLeavesNoReadDeadline(t *testing.T) {
 	agentEnd, clientEnd := net.Pipe()
 	defer agentEnd.Close()
 	hc := &hookConn{Conn: clientEnd, deadline: make(chan struct{}, 1)}
-	cfg := DefaultConfig()
-	cfg.Addrs = []string{"127.0.0.1:1"} // where a reconnect would go: nowhere
-	c := &Client{cfg: cfg, log: slog.New(slog.DiscardHandler), pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
-		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{})}
-	cn := newConn(c, hc, "pipe")
-	c.cn = cn
+	c, cn := pipeClient(hc)
 	defer func() {
 		close(c.stop)
 		c.wg.Wait()
 	}()
-	answer := func(id uint64) {
-		l := wire.DefaultLimits()
-		b, err := wire.AppendFrame(nil, wire.Header{ID: id, Reply: true}, &wire.ClientAlive{Lease: int64(time.Second)}, &l)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _ = agentEnd.Write(b)
-	}
+	answer := func(id uint64) { answerAlive(t, agentEnd, id) }
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -111,21 +121,8 @@ func TestAwaitLeavesNoReadDeadline(t *testing.T) {
 func TestContextKeptAcrossReads(t *testing.T) {
 	agentEnd, clientEnd := net.Pipe()
 	defer agentEnd.Close()
-	cfg := DefaultConfig()
-	cfg.Addrs = []string{"127.0.0.1:1"}
-	c := &Client{cfg: cfg, log: slog.New(slog.DiscardHandler), pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
-		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{})}
-	cn := newConn(c, clientEnd, "pipe")
-	c.cn = cn
-	answer := func(id uint64) {
-		l := wire.DefaultLimits()
-		b, err := wire.AppendFrame(nil, wire.Header{ID: id, Reply: true}, &wire.ClientAlive{Lease: int64(time.Second)}, &l)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _ = agentEnd.Write(b)
-	}
+	c, cn := pipeClient(clientEnd)
+	answer := func(id uint64) { answerAlive(t, agentEnd, id) }
 	answered := func(ctx context.Context) {
 		t.Helper()
 		cl := c.newCall(&wire.ClientKeepAlive{})
