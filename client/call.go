@@ -17,6 +17,9 @@ type call struct {
 	// answer; made only then (a caller that reads its own answer needs
 	// none).
 	ch chan struct{}
+	// sleeper is the connection whose asleep count counts the caller,
+	// asleep until the answer comes (Client.sleep).
+	sleeper *conn
 
 	sent      bool
 	sentAt    time.Time // when it was last sent, if it carries a timeout
@@ -63,11 +66,21 @@ func (cl *call) deliver(m wire.Message) {
 // Client.mu.
 func (cl *call) finish() {
 	cl.done = true
+	cl.unsleepLocked()
 	if cl.ch != nil {
 		select {
 		case cl.ch <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// unsleepLocked takes the caller out of its connection's asleep count.
+// Caller holds Client.mu.
+func (cl *call) unsleepLocked() {
+	if cl.sleeper != nil {
+		cl.sleeper.asleep.Add(-1)
+		cl.sleeper = nil
 	}
 }
 

@@ -444,8 +444,10 @@ func (c *Client) newCall(m wire.Message) *call {
 	return cl
 }
 
-// waitChan returns the channel that wakes cl's caller, making it.
-func (c *Client) waitChan(cl *call) chan struct{} {
+// sleep returns the channel that wakes cl's caller (making it), which
+// goes to sleep while another goroutine reads cn: until cl is answered,
+// it counts in cn.asleep, for the watcher to read for it.
+func (c *Client) sleep(cn *conn, cl *call) chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cl.ch == nil {
@@ -454,7 +456,18 @@ func (c *Client) waitChan(cl *call) chan struct{} {
 			cl.ch <- struct{}{}
 		}
 	}
+	if !cl.done && cl.sleeper == nil {
+		cl.sleeper = cn
+		cn.asleep.Add(1)
+	}
 	return cl.ch
+}
+
+// wake undoes sleep for a caller that woke before cl was answered.
+func (c *Client) wake(cl *call) {
+	c.mu.Lock()
+	cl.unsleepLocked()
+	c.mu.Unlock()
 }
 
 func (c *Client) isDone(cl *call) bool {

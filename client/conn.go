@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/transport/wire"
@@ -16,10 +17,15 @@ import (
 // its reply reads the connection itself when nobody else does, so that
 // the reply wakes it straight from the network (a reader goroutine handing
 // each reply over would cost a second wake-up, more than the round trip on
-// a small machine). The watcher goroutine reads when no caller does:
-// at once if a caller waits on someone else's turn, and otherwise once
-// the connection has been left unread for watcherPark, so that the agent's
-// pushes (blocking notifications, lost locks) are read when nobody calls.
+// a small machine). The watcher goroutine reads when no caller does: at
+// once if a caller sleeps on someone else's turn whose answer is not in,
+// and otherwise once the connection has been left unread for watcherPark,
+// so that the agent's pushes (blocking notifications, lost locks) are read
+// when nobody calls. The watcher is woken only for that: whoever stops
+// reading arms its idle timer (see idle), so that a busy connection
+// hardly ever wakes it, and it steps down as soon as no sleeping caller
+// waits for an answer (the callers it woke read for themselves next
+// time).
 type conn struct {
 	cl     *Client
 	nc     net.Conn
@@ -41,12 +47,46 @@ type conn struct {
 	// one it read in the session, in the order they arrive.
 	lastID uint64
 
-	rmu        sync.Mutex
-	reading    bool
-	readingFor *call // the caller reading, whose context may interrupt it
-	waiters    int
-	lastRead   time.Time
-	kick       chan struct{}
+	rmu     sync.Mutex
+	reading bool
+	// readingDone is the Done channel of the reading caller's context,
+	// nil for the watcher or a context that never ends.
+	readingDone <-chan struct{}
+	// watched is the Done channel of the context whose end interrupts a
+	// read of the connection (watchStop undoes that): made by the first
+	// caller that reads with it and kept for the next, so that a caller
+	// that makes request after request under one context (a worker's)
+	// registers once, not once a read. Dropped when another context
+	// reads, and when the watcher ends (unwatched: no more registering).
+	watched   <-chan struct{}
+	watchStop func() bool
+	unwatched bool
+	// interrupted: the context's end moved the read deadline to the past;
+	// the reader clears it.
+	interrupted bool
+	waiters     int // callers in await
+	// asleep counts the callers asleep in await (someone else was
+	// reading) whose answer is not in yet: the watcher reads for them
+	// while nobody else does. A call's sleeper field says it is counted;
+	// both change under Client.mu, the count is read under rmu.
+	asleep atomic.Int32
+	// idle wakes the watcher to look whether the connection has been left
+	// unread for watcherPark (since lastRead). Whoever stops reading arms
+	// it for a park from then, unless it is armed (idleArmed) for at
+	// least half a park more already: short reads move it once a half
+	// park, not once a read (moving a timer a goroutine waits on may wake
+	// the netpoller's thread). Reads that last (longReads: the last one
+	// took over half a park) stop it as they start, so that it does not
+	// wake the watcher in the middle of each. The watcher, woken with the
+	// connection unread for less than a park, arms it for the rest.
+	// Changed under rmu.
+	idle      *time.Timer
+	idleArmed bool
+	idleAt    time.Time // when it fires, if armed
+	lastRead  time.Time // when the last reader stopped
+	readFrom  time.Time // when the reading reader started
+	longReads bool
+	kick      chan struct{}
 
 	dead    chan struct{} // closed when the connection failed
 	deadErr error         // why; set before dead closes
@@ -64,11 +104,14 @@ const readBuffer = 128 << 10
 func newConn(cl *Client, nc net.Conn, addr string) *conn {
 	l := wire.DefaultLimits()
 	l.MaxFrame = readBuffer - wire.PrefixSize
-	return &conn{
+	cn := &conn{
 		cl: cl, nc: nc, addr: addr, br: bufio.NewReaderSize(nc, readBuffer),
 		dec: wire.NewClientDecoder(l), limits: l,
-		kick: make(chan struct{}, 1), dead: make(chan struct{}), lastRead: time.Now(),
+		kick: make(chan struct{}, 1), dead: make(chan struct{}), idle: time.NewTimer(watcherPark),
 	}
+	now := time.Now()
+	cn.idleArmed, cn.idleAt, cn.lastRead = true, now.Add(watcherPark), now
+	return cn
 }
 
 // lazyDelay bounds how long an unlock waits to leave with the next
@@ -179,7 +222,7 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 	cn.waiters++
 	defer func() {
 		cn.waiters--
-		if cn.waiters > 0 && !cn.reading {
+		if cn.asleep.Load() > 0 && !cn.reading {
 			cn.wakeWatcher()
 		}
 		cn.rmu.Unlock()
@@ -197,30 +240,28 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 			return err
 		}
 		if !cn.reading {
-			cn.reading, cn.readingFor = true, cl
+			cn.watchLocked(ctx)
+			cn.startReadingLocked(ctx.Done())
 			cn.rmu.Unlock()
-			stop := noStop
-			if ctx.Done() != nil {
-				stop = context.AfterFunc(ctx, func() { cn.interrupt(cl) })
-			}
+			// Frames for others (another caller's answer, a push) before
+			// this one's: read on, the reading kept (no timer moves).
 			err := cn.readOne()
-			interrupted := !stop()
+			for err == nil && !cn.cl.isDone(cl) {
+				err = cn.readOne()
+			}
 			cn.rmu.Lock()
-			cn.reading, cn.readingFor = false, nil
-			cn.lastRead = time.Now()
-			if interrupted && err == nil {
-				// ctx ended as the read returned a frame: interrupt may have
-				// moved the deadline to the past after the frame was in,
-				// and the next read, whoever's, would time out and drop
-				// the connection. An interrupt still to come finds
-				// readingFor changed and does nothing.
+			cn.stopReadingLocked()
+			if cn.interrupted {
+				// ctx ended as the read went on: the deadline is in the
+				// past, and the next read, whoever's, would time out and
+				// drop the connection if the frame came in first.
+				cn.interrupted = false
 				_ = cn.nc.SetReadDeadline(time.Time{})
 			}
 			if err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() && ctx.Err() != nil {
-					_ = cn.nc.SetReadDeadline(time.Time{}) // interrupted by ctx: the frame is still buffered
-					return ctx.Err()
+					return ctx.Err() // interrupted by ctx: the frame is still buffered
 				}
 				cn.rmu.Unlock()
 				cn.fail(err)
@@ -229,7 +270,7 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 			}
 			continue
 		}
-		ch := cn.cl.waitChan(cl)
+		ch := cn.cl.sleep(cn, cl)
 		cn.rmu.Unlock()
 		var err error
 		select {
@@ -238,6 +279,7 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
+		cn.cl.wake(cl)
 		cn.rmu.Lock()
 		if err != nil && !cn.cl.isDone(cl) {
 			return err
@@ -245,14 +287,70 @@ func (cn *conn) await(ctx context.Context, cl *call) error {
 	}
 }
 
-func noStop() bool { return true }
+// startReadingLocked takes the reading of the connection, for a caller
+// whose context ends when done closes (nil: the watcher, or a context
+// that never ends). Caller holds rmu.
+func (cn *conn) startReadingLocked(done <-chan struct{}) {
+	cn.reading, cn.readingDone = true, done
+	cn.readFrom = time.Now()
+	if cn.longReads && cn.idleArmed {
+		cn.idleArmed = false
+		cn.idle.Stop()
+	}
+}
 
-// interrupt stops the read of the caller waiting for cl, whose context
-// ended, by moving the read deadline to the past. The caller clears it.
-func (cn *conn) interrupt(cl *call) {
+// watchLocked makes the end of ctx interrupt the read its caller is
+// about to make, unless it does already. Caller holds rmu.
+func (cn *conn) watchLocked(ctx context.Context) {
+	done := ctx.Done()
+	if done == nil || done == cn.watched || cn.unwatched {
+		return
+	}
+	if cn.watchStop != nil {
+		cn.watchStop()
+	}
+	cn.watched = done
+	cn.watchStop = context.AfterFunc(ctx, func() { cn.interrupt(done) })
+}
+
+// unwatchLocked drops the registration: the connection is over. Caller
+// holds rmu.
+func (cn *conn) unwatchLocked() {
+	if cn.watchStop != nil {
+		cn.watchStop()
+	}
+	cn.watched, cn.watchStop, cn.unwatched = nil, nil, true
+}
+
+// stopReadingLocked leaves the reading: the watcher reads after
+// watcherPark unless someone else reads first. Caller holds rmu.
+func (cn *conn) stopReadingLocked() {
+	cn.reading, cn.readingDone = false, nil
+	now := time.Now()
+	cn.lastRead = now
+	cn.longReads = now.Sub(cn.readFrom) > watcherPark/2
+	if !cn.idleArmed || cn.idleAt.Sub(now) < watcherPark/2 {
+		cn.armIdleLocked(now, watcherPark)
+	}
+}
+
+// armIdleLocked makes the idle timer fire d after now. Caller holds rmu.
+func (cn *conn) armIdleLocked(now time.Time, d time.Duration) {
+	cn.idleArmed, cn.idleAt = true, now.Add(d)
+	cn.idle.Reset(d)
+}
+
+// interrupt stops the read of the caller whose context ended (its Done
+// channel is done) by moving the read deadline to the past. The reader
+// clears it.
+func (cn *conn) interrupt(done <-chan struct{}) {
 	cn.rmu.Lock()
-	if cn.readingFor == cl {
+	if cn.reading && cn.readingDone == done {
+		cn.interrupted = true
 		_ = cn.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+	if cn.watched == done {
+		cn.watched, cn.watchStop = nil, nil // spent
 	}
 	cn.rmu.Unlock()
 }
@@ -268,35 +366,41 @@ func (cn *conn) wakeWatcher() {
 
 // watch is the watcher goroutine.
 func (cn *conn) watch() {
-	timer := time.NewTimer(watcherPark)
-	defer timer.Stop()
+	defer func() {
+		cn.rmu.Lock()
+		cn.unwatchLocked()
+		cn.idle.Stop()
+		cn.rmu.Unlock()
+	}()
 	for {
 		cn.rmu.Lock()
-		for {
-			idle := time.Since(cn.lastRead)
-			if !cn.reading && (cn.waiters > 0 || idle >= watcherPark) {
-				break
-			}
-			wait := watcherPark - idle
-			if cn.reading || wait <= 0 {
-				wait = watcherPark
-			}
+		idle := false
+		for cn.reading || (cn.asleep.Load() == 0 && !idle) {
 			cn.rmu.Unlock()
-			timer.Reset(wait)
 			select {
 			case <-cn.kick:
-			case <-timer.C:
+			case <-cn.idle.C:
+				cn.rmu.Lock()
+				cn.idleArmed = false
+				if !cn.reading { // else the reader arms it again as it stops
+					now := time.Now()
+					if left := watcherPark - now.Sub(cn.lastRead); left > 0 {
+						cn.armIdleLocked(now, left)
+					} else {
+						idle = true
+					}
+				}
+				cn.rmu.Unlock()
 			case <-cn.dead:
 				return
 			}
 			cn.rmu.Lock()
 		}
-		cn.reading = true
+		cn.startReadingLocked(nil)
 		cn.rmu.Unlock()
 		err := cn.readOne()
 		cn.rmu.Lock()
-		cn.reading = false
-		cn.lastRead = time.Now()
+		cn.stopReadingLocked()
 		cn.rmu.Unlock()
 		if err != nil {
 			cn.fail(err)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"sync"
@@ -44,6 +45,29 @@ func (h *hookConn) SetReadDeadline(t time.Time) error {
 	return h.Conn.SetReadDeadline(t)
 }
 
+// pipeClient is a client whose connection is nc, with no agent behind it
+// but what the test writes, and no watcher.
+func pipeClient(nc net.Conn) (*Client, *conn) {
+	cfg := DefaultConfig()
+	cfg.Addrs = []string{"127.0.0.1:1"} // where a reconnect would go: nowhere
+	c := &Client{cfg: cfg, log: slog.New(slog.DiscardHandler), pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
+		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{})}
+	cn := newConn(c, nc, "pipe")
+	c.cn = cn
+	return c, cn
+}
+
+// answerAlive writes the agent's answer to keep-alive id on w.
+func answerAlive(t *testing.T, w net.Conn, id uint64) {
+	l := wire.DefaultLimits()
+	b, err := wire.AppendFrame(nil, wire.Header{ID: id, Reply: true}, &wire.ClientAlive{Lease: int64(time.Second)}, &l)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	_, _ = w.Write(b)
+}
+
 // TestAwaitLeavesNoReadDeadline: a caller that reads the connection for
 // its own answer, and whose context ends just as that read brings a frame
 // in (the context's interrupt moves the read deadline to the past after
@@ -55,25 +79,12 @@ func TestAwaitLeavesNoReadDeadline(t *testing.T) {
 	agentEnd, clientEnd := net.Pipe()
 	defer agentEnd.Close()
 	hc := &hookConn{Conn: clientEnd, deadline: make(chan struct{}, 1)}
-	cfg := DefaultConfig()
-	cfg.Addrs = []string{"127.0.0.1:1"} // where a reconnect would go: nowhere
-	c := &Client{cfg: cfg, log: slog.New(slog.DiscardHandler), pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
-		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{})}
-	cn := newConn(c, hc, "pipe")
-	c.cn = cn
+	c, cn := pipeClient(hc)
 	defer func() {
 		close(c.stop)
 		c.wg.Wait()
 	}()
-	answer := func(id uint64) {
-		l := wire.DefaultLimits()
-		b, err := wire.AppendFrame(nil, wire.Header{ID: id, Reply: true}, &wire.ClientAlive{Lease: int64(time.Second)}, &l)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_, _ = agentEnd.Write(b)
-	}
+	answer := func(id uint64) { answerAlive(t, agentEnd, id) }
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -101,4 +112,46 @@ func TestAwaitLeavesNoReadDeadline(t *testing.T) {
 	if !c.isDone(second) {
 		t.Fatal("second call not answered")
 	}
+}
+
+// TestContextKeptAcrossReads: a caller's context is registered once for
+// the reads of the requests made under it, and its end still interrupts
+// a later read under it (a wait that never gets its answer), after reads
+// under other contexts too; the connection then reads on.
+func TestContextKeptAcrossReads(t *testing.T) {
+	agentEnd, clientEnd := net.Pipe()
+	defer agentEnd.Close()
+	c, cn := pipeClient(clientEnd)
+	answer := func(id uint64) { answerAlive(t, agentEnd, id) }
+	answered := func(ctx context.Context) {
+		t.Helper()
+		cl := c.newCall(&wire.ClientKeepAlive{})
+		go answer(cl.id)
+		if err := cn.await(ctx, cl); err != nil || !c.isDone(cl) {
+			t.Fatalf("answered call: %v", err)
+		}
+	}
+	unanswered := func(ctx context.Context, cancel func()) {
+		t.Helper()
+		cl := c.newCall(&wire.ClientKeepAlive{})
+		errc := make(chan error, 1)
+		go func() { errc <- cn.await(ctx, cl) }()
+		time.Sleep(10 * time.Millisecond) // the caller reads, or is about to: either way its ctx ends it
+		cancel()
+		if err := within(t, errc, 10*time.Second, "await whose context ended"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("await whose context ended: %v", err)
+		}
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	answered(ctxA)
+	answered(ctxA)
+	answered(ctxB)
+	unanswered(ctxB, cancelB)      // B replaced A's registration
+	answered(context.Background()) // the interrupt's deadline is not left behind
+	answered(ctxA)
+	answered(ctxA)
+	unanswered(ctxA, cancelA)
+	answered(context.Background())
 }
