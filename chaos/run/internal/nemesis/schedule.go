@@ -21,13 +21,13 @@ const (
 	KillMaster   Kind = "kill-master"  // SIGKILL the master of a hot resource; restart after 0-2 s
 	KillRandom   Kind = "kill-random"  // SIGKILL a random agent; restart after 0-2 s
 	Restart      Kind = "restart"      // SIGKILL an agent and start it again at once: a new boot under the same name
-	PauseHolder  Kind = "pause-holder" // SIGSTOP a holder's process, stopped at its write, for 2-3 leases; then SIGCONT
+	PauseHolder  Kind = "pause-holder" // SIGSTOP a holder's process, stopped at its write, for 2-3 leases (until the witness wrote, at most twice that); then SIGCONT
 	QuorumLoss   Kind = "quorum-loss"  // SIGKILL a majority, then restart it
 	PartMinority Kind = "partition-minority"
 	PartRing     Kind = "partition-ring"   // each node hears only its two ring neighbours
 	PartOneWay   Kind = "partition-oneway" // one node hears nobody while everyone hears it
 	PartBridge   Kind = "partition-bridge" // two sides that only a bridge node connects
-	PartHolder   Kind = "partition-holder" // cut off the member that holds a long holder's lock, while the holder writes on
+	PartHolder   Kind = "partition-holder" // cut off the member that holds a long holder's lock, from every node and the harness, while the holder writes on
 	Loss         Kind = "loss"             // 20-40 % packet loss between nodes
 	Delay        Kind = "delay"            // 50-250 ms delay on some nodes' packets
 )
