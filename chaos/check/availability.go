@@ -2,6 +2,7 @@ package check
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -47,6 +48,21 @@ type Availability struct {
 	// Gaps are the longest stretches of consecutive unavailable slots,
 	// longest first (at most 10).
 	Gaps []Window `json:"gaps"`
+	// PerResource is each probe resource judged by its own probes.
+	PerResource ResourceAvailability `json:"per_resource"`
+}
+
+// ResourceAvailability sums up the probe resources' availability, each
+// judged alone (slots in which none of its own probes was called nor in
+// flight are left out of its share).
+type ResourceAvailability struct {
+	// Resources is how many probe resources had a slot judged.
+	Resources int `json:"resources"`
+	// Mean is the mean of their shares; Min the lowest, Worst its
+	// resource.
+	Mean  float64 `json:"mean"`
+	Min   float64 `json:"min"`
+	Worst string  `json:"worst,omitempty"`
 }
 
 // MeasureAvailability judges, slot by slot over windows (the times the
@@ -57,6 +73,11 @@ type Availability struct {
 // it was not (refused, timed out, slower than Within). Any probe
 // counts, whichever node it went through, so a partitioned minority's
 // probes failing does not count against a majority that served.
+//
+// Beside it, PerResource judges each probe resource by its own probes
+// alone: what a program that needs that one resource sees, for which a
+// failure of the resource's master costs the time to the next view even
+// while every other resource is served.
 func MeasureAvailability(h *History, windows []Window, o AvailabilityOptions) Availability {
 	if o.Slot <= 0 {
 		o.Slot = 100 * time.Millisecond
@@ -65,13 +86,41 @@ func MeasureAvailability(h *History, windows []Window, o AvailabilityOptions) Av
 		o.Within = time.Second
 	}
 	var probes []*Record
+	byRes := map[string][]*Record{}
 	recs := h.Records()
 	for i := range recs {
 		r := &recs[i]
 		if r.Kind == Acquire && strings.HasPrefix(r.Resource, o.Prefix) {
 			probes = append(probes, r)
+			byRes[r.Resource] = append(byRes[r.Resource], r)
 		}
 	}
+	a := judgeSlots(probes, windows, o)
+	pr := ResourceAvailability{Resources: len(byRes), Min: 1}
+	var sum float64
+	for _, res := range slices.Sorted(maps.Keys(byRes)) {
+		ra := judgeSlots(byRes[res], windows, o)
+		if ra.Slots == 0 {
+			pr.Resources--
+			continue
+		}
+		sum += ra.Share
+		if ra.Share < pr.Min {
+			pr.Min, pr.Worst = ra.Share, res
+		}
+	}
+	pr.Mean = 1
+	if pr.Resources > 0 {
+		pr.Mean = sum / float64(pr.Resources)
+	} else {
+		pr.Min = 1
+	}
+	a.PerResource = pr
+	return a
+}
+
+// judgeSlots is MeasureAvailability's judgement over one set of probes.
+func judgeSlots(probes []*Record, windows []Window, o AvailabilityOptions) Availability {
 	slices.SortFunc(probes, func(a, b *Record) int { return cmp.Compare(a.Call, b.Call) })
 	// busyUntil[i]: the latest end of a probe's flight among probes[:i+1],
 	// a probe being in flight from its call until it returned, at most

@@ -130,7 +130,8 @@
 //
 //   - MeasureAvailability: the share of time slots in given windows (while a
 //     majority was up and connected, say) in which a probe lock was
-//     granted within a bound;
+//     granted within a bound, and the same for each probe resource alone
+//     (PerResource);
 //   - TimeToGrant: for each Fault, how long until a lock was granted again
 //     (the lock a killed holder held, to a client of another node);
 //   - CheckCounter (CheckCounterHeld): a counter kept in a lock value

@@ -90,6 +90,37 @@ func TestAvailabilityCountsASlowGrantWithinBound(t *testing.T) {
 	}
 }
 
+// TestAvailabilityPerResource: a lock could be had while one probe
+// resource of two was down (the service's share is whole), and each
+// resource judged by its own probes shows what its users saw.
+func TestAvailabilityPerResource(t *testing.T) {
+	h, clk := newManual()
+	for t := time.Duration(0); t < 5*s; t += 100 * ms {
+		for i, res := range []string{"probe/a", "probe/b"} {
+			clk.at(t + time.Duration(i)*50*ms)
+			op := h.Acquire(i+1, "n1", res, modes.EX)
+			clk.at(t + time.Duration(i)*50*ms + 10*ms)
+			if res == "probe/a" && t >= 2*s && t < 3*s {
+				op.Failed(nil)
+				continue
+			}
+			op.Granted(modes.EX, uint64(t/ms)+1)
+			h.Release(i+1, "n1", res).Released()
+		}
+	}
+	a := MeasureAvailability(h, []Window{{From: 0, To: 5 * s}}, AvailabilityOptions{Prefix: "probe/"})
+	if a.Slots != 50 || a.Available != 50 {
+		t.Fatalf("service: %+v", a)
+	}
+	pr := a.PerResource
+	if pr.Resources != 2 || pr.Worst != "probe/a" || pr.Min != 40.0/50 || pr.Mean != (1+40.0/50)/2 {
+		t.Fatalf("per resource: %+v", pr)
+	}
+	if b := MeasureAvailability(h, []Window{{From: 0, To: 5 * s}}, AvailabilityOptions{Prefix: "none/"}); b.PerResource != (ResourceAvailability{Mean: 1, Min: 1}) {
+		t.Fatalf("no probes: %+v", b.PerResource)
+	}
+}
+
 func TestTimeToGrant(t *testing.T) {
 	h, clk := newManual()
 	h.Acquire(1, "n1", "r", modes.EX).Granted(modes.EX, 1)

@@ -86,13 +86,14 @@ func Markdown(r Run) string {
 		fmt.Fprintf(&b, "- inconclusive: %s\n", strings.ReplaceAll(x, "\n", " "))
 	}
 	b.WriteString("\n## Availability\n\n")
-	fmt.Fprintf(&b, "A probe per worker process and one in the harness each take a lock of their own every 100 ms; a 100 ms slot counts as available when a probe called in it, or waiting at its start, was granted within 1 s of its call. Settled leaves out the %s after every change (fault, heal, kill, restart).\n\n", r.Settle)
-	fmt.Fprintf(&b, "| window | measured | slots | available | share |\n|---|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&b, "Probes in every worker process and in the harness each take a lock on a resource of their own every 100 ms, their resources spread over the masters by the hash; a 100 ms slot counts as available when a probe called in it, or waiting at its start, was granted within 1 s of its call. Settled leaves out the %s after every change (fault, heal, kill, restart). Per resource judges each probe resource by its own probes alone (the mean of their shares, and the lowest): what a program that needs one resource sees, for which a failure of its master costs the time to the next view.\n\n", r.Settle)
+	fmt.Fprintf(&b, "| window | measured | slots | available | share | per resource: mean | lowest |\n|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, a := range []struct {
 		name string
 		a    check.Availability
 	}{{"majority up and connected", v.Availability}, {"settled (less the recovery after each change)", v.SettledAvailability}} {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %.2f %% |\n", a.name, a.a.Measured.Round(time.Second), a.a.Slots, a.a.Available, 100*a.a.Share)
+		pr := a.a.PerResource
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %.2f %% | %.2f %% | %.2f %% %s |\n", a.name, a.a.Measured.Round(time.Second), a.a.Slots, a.a.Available, 100*a.a.Share, 100*pr.Mean, 100*pr.Min, pr.Worst)
 	}
 	b.WriteString("\n## Time from each fault to the next grant\n\n")
 	b.WriteString("For kill-holder, pause-holder and partition-holder: the struck holder's lock granted to a client of another process (a client in the harness asks for it just before the fault); for the others, any grant.\n\n")

@@ -44,11 +44,18 @@ type Config struct {
 	// services: by turns a register writer, a mode mixer, a register
 	// writer, a mode mixer, a counter incrementer. Every other register
 	// writer is a long holder (see register). Candidates election
-	// candidates, Readers election readers and one probe per service
-	// (if Probes) come on top.
+	// candidates, Readers election readers and ProbeResources probes per
+	// service (if Probes) come on top.
 	Clients             int
 	Candidates, Readers int
 	Probes              bool
+	// ProbeResources is how many probes each service runs, each on a
+	// resource of its own: spread over the masters by the hash, so that
+	// whether a lock could be had does not hang on one or two nodes (with
+	// one probe per service, one node mastered every probe resource of
+	// the other services in some views, and its failure read as the whole
+	// service's).
+	ProbeResources int
 	// NoCounter makes the fifth clients mode mixers instead of counter
 	// incrementers (the modes model's work on the counter grows fast with
 	// its operations: one runner's counters are plenty).
@@ -83,7 +90,7 @@ type Config struct {
 // DefaultConfig is ten clients on two registers and three mixed
 // resources, two candidates, a reader and the probes.
 func DefaultConfig() Config {
-	return Config{Clients: 10, Candidates: 2, Readers: 1, Probes: true, Keeper: true, Registers: 2, Mixes: 3,
+	return Config{Clients: 10, Candidates: 2, Readers: 1, Probes: true, ProbeResources: 4, Keeper: true, Registers: 2, Mixes: 3,
 		OpTimeout: 5 * time.Second, ProbeEvery: 100 * time.Millisecond, ProbeWithin: time.Second,
 		LongHoldMin: time.Second, LongHoldMax: 3 * time.Second}
 }
@@ -229,8 +236,15 @@ func (r *Runner) makePlan() []planned {
 		add("reader", r.services[(n/2+i)%n], r.reader)
 	}
 	if r.cfg.Probes {
+		k := max(1, r.cfg.ProbeResources)
 		for _, svc := range r.services {
-			add("probe", svc, r.probe)
+			for i := range k {
+				res := fmt.Sprintf("%s%s/%d", ProbePrefix, svc.Node, i)
+				// Staggered over a period, so that the probes of a slot
+				// are not all called at one instant.
+				lag := r.cfg.ProbeEvery * time.Duration(i) / time.Duration(k)
+				add("probe", svc, func(ctx context.Context, c *client) { r.probe(ctx, c, res, lag) })
+			}
 		}
 	}
 	return plan
