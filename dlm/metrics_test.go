@@ -279,13 +279,23 @@ func TestRemoteLockReadsItsGrant(t *testing.T) {
 		}
 	})
 	defer c.close()
-	const locks = 100
-	for i := range locks {
-		mustUnlock(t, mustLock(t, c.ls[0], c.resourceOn(1, fmt.Sprintf("lend%d-", i)), modes.EX))
+	// Whether the caller or the link's reader reads a grant first is up
+	// to the scheduler; on a loaded machine the reader wins some rounds.
+	// A round of mostly lent reads shows the path works; none in five
+	// rounds shows it does not.
+	const locks, rounds = 100, 5
+	var before float64
+	for round := range rounds {
+		for i := range locks {
+			mustUnlock(t, mustLock(t, c.ls[0], c.resourceOn(1, fmt.Sprintf("lend%d-%d-", round, i)), modes.EX))
+		}
+		total := metricValue(t, reg, "dlm_transport_reads_lent_total", nil)
+		lent := total - before
+		before = total
+		t.Logf("round %d: %v of %d remote locks read their grant", round, lent, locks)
+		if lent >= locks/2 {
+			return
+		}
 	}
-	lent := metricValue(t, reg, "dlm_transport_reads_lent_total", nil)
-	t.Logf("%v of %d remote locks read their grant", lent, locks)
-	if lent < locks/2 {
-		t.Fatalf("%v of %d remote locks read their own grant, want most", lent, locks)
-	}
+	t.Fatalf("in none of %d rounds did most of %d remote locks read their own grant", rounds, locks)
 }
