@@ -330,6 +330,16 @@ func (t *Table) ReserveRestore(resources int) {
 		t.recovering = make(map[*resource]int32, resources)
 	}
 	t.restores = slices.Grow(t.restores, resources)
+	// The restores will take the recycled resources and locks from the top
+	// of the free lists: read them now, together (see prefetch).
+	var sink uint8
+	for _, r := range t.freeRes[max(0, len(t.freeRes)-resources):] {
+		sink += uint8(r.nqueued)
+	}
+	for _, l := range t.freeLocks[max(0, len(t.freeLocks)-resources):] {
+		sink += uint8(l.queue)
+	}
+	t.prefetched = sink
 }
 
 // RestoreValue offers a copy of a resource's value from elsewhere, such as
