@@ -478,10 +478,19 @@ func (t *Table) FinishRecoveryUpTo(max int) (more bool) {
 		t.finishGrants(r)
 	}
 	if !more {
-		t.recovering, t.restores = nil, nil
+		// Small bookkeeping (emptied: every entry was taken or freed) is
+		// kept for the next batch of a rebuild finished batch by batch;
+		// a large one goes.
+		if cap(t.restores) > keepRestores {
+			t.recovering, t.restores = nil, nil
+		}
 	}
 	return more
 }
+
+// keepRestores bounds the restore bookkeeping a table keeps between
+// recoveries, in resources.
+const keepRestores = 512
 
 // finishValue settles a restored resource's value (and frees it if it
 // holds no lock). A semaphore has no value.
