@@ -520,6 +520,19 @@ func prefetchLocks(locks []*Lock) {
 
 var prefetchSink atomic.Uint32
 
+// prefetchReport reads the first byte of each name in a report about to be
+// encoded, as prefetchLocks does: built before the others were, its names
+// have left the caches.
+func prefetchReport(r *wire.LockReport) {
+	var sink uint32
+	for i := range r.Locks {
+		if len(r.Locks[i].Resource) > 0 {
+			sink += uint32(r.Locks[i].Resource[0])
+		}
+	}
+	prefetchSink.Store(sink)
+}
+
 // prefetchNames reads the first byte of each reported lock's resource
 // name, which its restore hashes to find the resource: together, as
 // prefetchLocks does.
@@ -698,6 +711,9 @@ func (n *Node) deliverReports(ctx context.Context, msgs []routed) error {
 		for lane := range min(reportLanes, len(rs)) {
 			g.Go(func() error {
 				for i := lane; i < len(rs); i += reportLanes {
+					if r, ok := rs[i].msg.(*wire.LockReport); ok {
+						prefetchReport(r) // its encoding copies every name
+					}
 					if err := n.callUntilAcked(ctx, rs[i]); err != nil {
 						return err
 					}
