@@ -461,13 +461,17 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 	out := map[reportKey]*reportChunk{}
 	var msgs []routed
 	permits := map[reportKey]*wire.PermitReport{}
+	var moving []*Lock
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
 			for id, lk := range sh.locks {
-				if !p.gated.has(bucketOfLock(id)) {
-					continue // from the id alone: most locks stay, unread
+				if p.gated.has(bucketOfLock(id)) { // from the id alone: most locks stay, unread
+					moving = append(moving, lk)
 				}
+			}
+			prefetchLocks(moving)
+			for _, lk := range moving {
 				if rl, ok := lk.reportLocked(sh); ok {
 					lk.reportedAt = v.Epoch
 					k := reportKey{vw.masterOf(lk.hash).name, ls.name}
@@ -485,6 +489,8 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 				}
 			}
 			sh.mu.Unlock()
+			clear(moving)
+			moving = moving[:0]
 			yieldRecovery()
 		}
 	}
@@ -493,6 +499,51 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 	}
 	msgs = append(msgs, n.masterReports(v, vw, p)...)
 	return n.deliverReports(ctx, msgs)
+}
+
+// prefetchLocks reads, for each lock, what reporting it reads first (its
+// state, its value's length, the first byte of its resource's name) and
+// nothing else. Of a million locks hardly any are in the processor's
+// caches; reporting one takes those misses one after another, while here
+// the reads for different locks do not wait for each other and are
+// fetched together. It only warms the caches.
+func prefetchLocks(locks []*Lock) {
+	var sink uint32
+	for _, lk := range locks {
+		sink += uint32(lk.state) + uint32(len(lk.value))
+		if len(lk.resource) > 0 {
+			sink += uint32(lk.resource[0])
+		}
+	}
+	prefetchSink.Store(sink) // so that the reads are not optimised away
+}
+
+var prefetchSink atomic.Uint32
+
+// prefetchReport reads the first byte of each name in a report about to be
+// encoded, as prefetchLocks does: built before the others were, its names
+// have left the caches.
+func prefetchReport(r *wire.LockReport) {
+	var sink uint32
+	for i := range r.Locks {
+		if len(r.Locks[i].Resource) > 0 {
+			sink += uint32(r.Locks[i].Resource[0])
+		}
+	}
+	prefetchSink.Store(sink)
+}
+
+// prefetchNames reads the first byte of each reported lock's resource
+// name, which its restore hashes to find the resource: together, as
+// prefetchLocks does.
+func prefetchNames(locks []hashedLock) {
+	var sink uint32
+	for _, k := range locks {
+		if len(k.l.Resource) > 0 {
+			sink += uint32(k.l.Resource[0])
+		}
+	}
+	prefetchSink.Store(sink)
 }
 
 type reportKey struct{ to, lockspace string }
@@ -660,6 +711,9 @@ func (n *Node) deliverReports(ctx context.Context, msgs []routed) error {
 		for lane := range min(reportLanes, len(rs)) {
 			g.Go(func() error {
 				for i := lane; i < len(rs); i += reportLanes {
+					if r, ok := rs[i].msg.(*wire.LockReport); ok {
+						prefetchReport(r) // its encoding copies every name
+					}
 					if err := n.callUntilAcked(ctx, rs[i]); err != nil {
 						return err
 					}
@@ -836,35 +890,26 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 		}
 		rs.purgedAt.Store(&m)
 	}
-	// The tables kept are served meanwhile: the shards' mutexes are taken
-	// for batches of rebuildBatch locks or resources at a time, so that a
-	// request on a kept resource never waits for a whole shard's purge.
-	purged := 0
+	// Shard by shard, each table is purged, restored and finished before
+	// the next is touched: the locks and resources the purge frees are
+	// recycled by the restore while they are still in the processor's
+	// caches, and each restored resource is settled while it is (at a
+	// million locks the rebuild is mostly waiting for memory). The tables
+	// kept are served meanwhile: a shard's mutex is taken for batches of
+	// rebuildBatch locks or resources at a time, so that a request on a
+	// kept resource never waits for a whole shard's rebuild.
+	for name := range buf.spaces {
+		n.lockspace(name) // a lockspace this node never used, of which it masters some now
+	}
+	now := n.now()
+	purged, restored := 0, 0
 	for _, ls := range n.lockspaceList() {
+		rb := ls.sortReports(buf.spaces[ls.name], vw, p)
 		for _, sh := range ls.shards {
-			sh.mu.Lock()
-			sh.table.RaiseTokenFloor(floor)
-			ids := slices.Collect(sh.table.Nodes())
-			sh.mu.Unlock()
-			for _, id := range ids {
-				for more := purge[id]; more; {
-					var k int
-					sh.mu.Lock()
-					k, more = sh.table.PurgeNodeUpTo(id, rebuildBatch)
-					ls.deliver(sh)
-					sh.mu.Unlock()
-					purged += k
-					yieldRecovery()
-				}
+			purged += ls.purgeShard(sh, purge, floor)
+			if rb != nil {
+				restored += rb.restoreShard(sh, floor, now)
 			}
-		}
-	}
-	n.met.purged.Add(float64(purged))
-	for name, sp := range buf.spaces {
-		n.lockspace(name).rebuild(sp, floor, vw, p)
-	}
-	for _, ls := range n.lockspaceList() {
-		for _, sh := range ls.shards {
 			for more := true; more; {
 				sh.mu.Lock()
 				more = sh.table.FinishRecoveryUpTo(rebuildBatch)
@@ -874,6 +919,8 @@ func (h recoveryHost) Rebuild(v recovery.View) {
 			}
 		}
 	}
+	n.met.purged.Add(float64(purged))
+	n.met.rebuilt.Add(float64(restored))
 	for b := range numBuckets {
 		if p.here.has(b) {
 			rs.rebuiltAt[b].Store(v.Epoch)
@@ -931,15 +978,44 @@ func (n *Node) purgeSet(v, base *view, p *plan) map[master.NodeID]bool {
 	return out
 }
 
-// rebuild restores the reported resources of one lockspace that moved to
-// this node into its tables.
-func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v *view, p *plan) {
-	now := ls.node.now()
-	for _, sh := range ls.shards {
-		sh.mu.Lock()
-		sh.table.RaiseTokenFloor(floor)
-		sh.table.Tick(now) // a restored request's wait is timed from now on
-		sh.mu.Unlock()
+// purgeShard removes from sh's table the locks of the nodes in purge,
+// granting what that lets through, and returns how many it removed.
+func (ls *Lockspace) purgeShard(sh *shard, purge map[master.NodeID]bool, floor uint64) int {
+	sh.mu.Lock()
+	sh.table.RaiseTokenFloor(floor)
+	ids := slices.Collect(sh.table.Nodes())
+	sh.mu.Unlock()
+	purged := 0
+	for _, id := range ids {
+		for more := purge[id]; more; {
+			var k int
+			sh.mu.Lock()
+			k, more = sh.table.PurgeNodeUpTo(id, rebuildBatch)
+			ls.deliver(sh)
+			sh.mu.Unlock()
+			purged += k
+			yieldRecovery()
+		}
+	}
+	return purged
+}
+
+// spaceRebuild is one lockspace's reported locks, grouped by resource in
+// shard order, as its shards' tables restore them.
+type spaceRebuild struct {
+	ls      *Lockspace
+	sp      *spaceReports
+	p       *plan
+	members map[master.NodeID]bool
+	rest    []hashedLock // not restored yet
+	group   []master.LockState
+}
+
+// sortReports groups the reported locks of one lockspace by resource, or
+// returns nil if none was reported.
+func (ls *Lockspace) sortReports(sp *spaceReports, v *view, p *plan) *spaceRebuild {
+	if sp == nil {
+		return nil
 	}
 	members := map[master.NodeID]bool{}
 	for _, m := range v.members {
@@ -947,9 +1023,10 @@ func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v *view, p *plan) {
 			members[m.id] = true
 		}
 	}
-	// Group the locks by resource: sorted by resource hash, the name only
-	// breaking ties (two names with one hash), then by node and id, so that
-	// a resource's locks are restored in the same order on every run.
+	// Sorted by resource hash, the name only breaking ties (two names with
+	// one hash), then by node and id, so that a resource's locks are
+	// restored in the same order on every run; the hash order is the
+	// shard order.
 	keyed := make([]hashedLock, 0, sp.nlocks)
 	for _, report := range sp.locks {
 		for i := range report {
@@ -968,49 +1045,59 @@ func (ls *Lockspace) rebuild(sp *spaceReports, floor uint64, v *view, p *plan) {
 		}
 		return cmp.Compare(a.l.Lock.ID, b.l.Lock.ID)
 	})
-	// Restore shard by shard (the hash order is the shard order), holding
-	// a shard's mutex for about rebuildBatch locks at a time: requests on
-	// the resources the shard keeps get in between.
-	var group []master.LockState
-	var sh *shard
-	held, restored := 0, 0
+	return &spaceRebuild{ls: ls, sp: sp, p: p, members: members, rest: keyed}
+}
+
+// restoreShard restores into sh's table the reported resources of sh, the
+// next shard in hash order, and finishes them. It holds sh's mutex for
+// about rebuildBatch locks at a time, so that requests on the resources
+// the shard keeps get in between, and finishes each batch before it lets
+// go: a resource's locks are all in one batch, and nothing restored later
+// concerns it. It returns how many locks it restored.
+func (rb *spaceRebuild) restoreShard(sh *shard, floor uint64, now master.Tick) (restored int) {
+	ls := rb.ls
+	sh.mu.Lock()
+	sh.table.RaiseTokenFloor(floor)
+	sh.table.Tick(now) // a restored request's wait is timed from now on
+	held := 0
 	release := func() {
-		if sh != nil {
-			sh.mu.Unlock()
-			sh = nil
+		for sh.table.FinishRecoveryUpTo(rebuildBatch) {
 		}
+		ls.deliver(sh)
+		sh.mu.Unlock()
 		held = 0
 		yieldRecovery()
 	}
-	for rest := keyed; len(rest) > 0; {
+	for len(rb.rest) > 0 && ls.shardOf(rb.rest[0].h) == sh {
+		rest := rb.rest
 		n := 1
 		for n < len(rest) && rest[n].h == rest[0].h && rest[n].l.Resource == rest[0].l.Resource {
 			n++
 		}
-		h := rest[0].h
-		if !p.rebuildsHere(h) {
-			rest = rest[n:]
+		rb.rest = rest[n:]
+		if !rb.p.rebuildsHere(rest[0].h) {
 			continue
 		}
-		if next := ls.shardOf(h); next != sh || held >= rebuildBatch {
+		if held >= rebuildBatch {
 			release()
-			sh = next
 			sh.mu.Lock()
+		}
+		if held == 0 {
 			sh.table.ReserveRestore(resourcesIn(rest, sh, ls))
+			prefetchNames(rest[:min(len(rest), rebuildBatch)])
 		}
-		group = group[:0]
+		rb.group = rb.group[:0]
 		for _, k := range rest[:n] {
-			group = append(group, *k.l)
+			rb.group = append(rb.group, *k.l)
 		}
-		restored += ls.restoreResource(sh, group, sp.masters[rest[0].l.Resource], members)
+		restored += ls.restoreResource(sh, rb.group, rb.sp.masters[rest[0].l.Resource], rb.members)
 		held += n
-		rest = rest[n:]
 	}
 	release()
-	ls.node.met.rebuilt.Add(float64(restored))
 	// Value blocks of moved resources that no survivor reported a lock on
 	// are gone with the resource, as in VMS: a resource lives while it has
 	// a lock.
+	return restored
 }
 
 // resourcesIn counts the resources of shard sh at the start of keyed

@@ -218,7 +218,13 @@ func (m *tableMachine) Remaster(rt *rapid.T) {
 	nt := New(old.Config())
 	nt.Tick(old.Now())
 	nt.RaiseTokenFloor(old.LastToken())
+	// dlm finishes the rebuild batch by batch, a resource's locks all in
+	// one batch: finishing after each resource is the same rebuild.
+	eachResource := rapid.Bool().Draw(rt, "finish each resource")
 	for _, name := range propResources {
+		if eachResource {
+			nt.FinishRecovery()
+		}
 		rs, ok := old.Resource(name)
 		if !ok {
 			continue

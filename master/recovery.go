@@ -157,6 +157,7 @@ func (t *Table) PurgeNodeUpTo(node NodeID, max int) (purged int, more bool) {
 			victims = append(victims, l)
 		}
 	}
+	t.prefetched = prefetch(victims)
 	touched := t.purgeTouched
 	if touched == nil {
 		touched = make(map[*resource]struct{})
@@ -193,6 +194,23 @@ func (t *Table) PurgeNodeUpTo(node NodeID, max int) (purged int, more bool) {
 		t.purgeVictims, t.purgeTouched = nil, nil // a purge done keeps nothing
 	}
 	return len(victims), more
+}
+
+// prefetch reads, for each lock, the lock, its resource and the first byte
+// of the resource's name, and nothing else. In a table larger than the
+// processor's caches each of those is a miss; the purge's work on one lock
+// needs them one after another (lock, then resource, then name to find it
+// in the index), and takes them one at a time, while here the reads for
+// different locks do not wait for each other and are fetched together.
+// It only warms the caches: the caller keeps the result only so that the
+// reads are not optimised away.
+func prefetch(locks []*lock) (sink uint8) {
+	for _, l := range locks {
+		if r := l.res; len(r.name) > 0 {
+			sink ^= r.name[0]
+		}
+	}
+	return sink
 }
 
 // forgetNode drops what the table remembers of node, so that a restarted
@@ -312,6 +330,16 @@ func (t *Table) ReserveRestore(resources int) {
 		t.recovering = make(map[*resource]int32, resources)
 	}
 	t.restores = slices.Grow(t.restores, resources)
+	// The restores will take the recycled resources and locks from the top
+	// of the free lists: read them now, together (see prefetch).
+	var sink uint8
+	for _, r := range t.freeRes[max(0, len(t.freeRes)-resources):] {
+		sink += uint8(r.nqueued)
+	}
+	for _, l := range t.freeLocks[max(0, len(t.freeLocks)-resources):] {
+		sink += uint8(l.queue)
+	}
+	t.prefetched = sink
 }
 
 // RestoreValue offers a copy of a resource's value from elsewhere, such as
@@ -450,10 +478,19 @@ func (t *Table) FinishRecoveryUpTo(max int) (more bool) {
 		t.finishGrants(r)
 	}
 	if !more {
-		t.recovering, t.restores = nil, nil
+		// Small bookkeeping (emptied: every entry was taken or freed) is
+		// kept for the next batch of a rebuild finished batch by batch;
+		// a large one goes.
+		if cap(t.restores) > keepRestores {
+			t.recovering, t.restores = nil, nil
+		}
 	}
 	return more
 }
+
+// keepRestores bounds the restore bookkeeping a table keeps between
+// recoveries, in resources.
+const keepRestores = 512
 
 // finishValue settles a restored resource's value (and frees it if it
 // holds no lock). A semaphore has no value.

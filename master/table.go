@@ -92,6 +92,7 @@ type Table struct {
 	// hundred then allocates nothing per batch.
 	purgeVictims []*lock
 	purgeTouched map[*resource]struct{}
+	prefetched   uint8 // what prefetch read, kept only so that it reads
 
 	freeLocks  []*lock
 	freeRes    []*resource
