@@ -51,10 +51,9 @@ type Config struct {
 	Probes              bool
 	// ProbeResources is how many probes each service runs, each on a
 	// resource of its own: spread over the masters by the hash, so that
-	// whether a lock could be had does not hang on one or two nodes (with
-	// one probe per service, one node mastered every probe resource of
-	// the other services in some views, and its failure read as the whole
-	// service's).
+	// whether a lock could be had does not hang on one node (a few fixed
+	// names can all fall to one master in some views, and that master's
+	// failure would read as the whole service's).
 	ProbeResources int
 	// NoCounter makes the fifth clients mode mixers instead of counter
 	// incrementers (the modes model's work on the counter grows fast with
