@@ -112,8 +112,6 @@ func MeasureAvailability(h *History, windows []Window, o AvailabilityOptions) Av
 	pr.Mean = 1
 	if pr.Resources > 0 {
 		pr.Mean = sum / float64(pr.Resources)
-	} else {
-		pr.Min = 1
 	}
 	a.PerResource = pr
 	return a
