@@ -52,6 +52,11 @@ func (m *Manager) coordinate() {
 		m.driveBarrier()
 		return
 	}
+	if next.Version > m.change.conf.Version && m.renewBeforeAdoptingLocked(next) != "" {
+		m.mu.Unlock()
+		m.heartbeat() // the next tick proposes once they are acknowledged
+		return
+	}
 	epoch := max(m.committed.Epoch, m.promised, m.highest) + 1
 	prev := m.committed.Epoch
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ProposeTimeout)
@@ -292,6 +297,15 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 	default:
 		reason = m.checkProposalConfigLocked(pc, hasConfig, v.Members)
 	}
+	// A node that missed views is dropped and holds no lease to keep.
+	missed := p.PrevEpoch > m.committed.Epoch && !(m.pending != nil && m.pending.Epoch == p.PrevEpoch && m.pending.Has(m.self))
+	renew := false
+	if reason == "" && !missed && from != m.self {
+		// The coordinator waited before proposing (coordinate): were it
+		// to refuse itself here, the members would run c and it would not.
+		reason = m.renewBeforeAdoptingLocked(pc)
+		renew = reason != ""
+	}
 	adopted := false
 	if reason == "" {
 		// Stored before the promise leaves: a promise counts towards the
@@ -304,7 +318,6 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 	}
 	evicted := false
 	if reason == "" {
-		missed := p.PrevEpoch > m.committed.Epoch && !(m.pending != nil && m.pending.Epoch == p.PrevEpoch && m.pending.Has(m.self))
 		switch {
 		case missed && m.committed.Epoch == 0:
 			// A node that has committed no view in this boot holds no lock
@@ -329,6 +342,9 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 	}
 	if evicted {
 		m.host.LeaseLost(true)
+	}
+	if renew {
+		m.heartbeat()
 	}
 	return pr
 }

@@ -61,6 +61,12 @@ type change struct {
 	conf   Configuration // the configuration this node runs with
 	target []string      // a change asked for here, until done
 	newest uint64        // highest configuration version a peer advertises
+	// renew: the configuration this node refused to promise under until
+	// its lease holds under it too, and until when it refuses.
+	renew struct {
+		version uint64
+		until   time.Time
+	}
 	// noJoint: the control experiment's seam: move straight from the old
 	// set to the new one. Unsafe.
 	noJoint bool
@@ -231,6 +237,49 @@ func (m *Manager) checkProposalConfigLocked(c Configuration, ok bool, members []
 		return "the proposal's members are not a quorum of its configuration"
 	}
 	return ""
+}
+
+// renewBeforeAdoptingLocked says why this node does not adopt
+// configuration c yet ("" if it does): a member does not promise a view
+// under c, the coordinator does not propose one. A node holding its lease
+// waits while adopting c would cost it the lease (leaseShortUnderLocked)
+// and the peers of its committed view that are up, acknowledging the
+// heartbeats it sends now, would renew it under c: the coordinator asks
+// again after its back-off, by when they have. A peer that is not in
+// that view (a new member already up) acknowledges it as a member only
+// once a view under c commits, so when c's quorum needs such a peer
+// waiting cannot help, and the node adopts c at once, without the lease:
+// its locks are fenced as for any lease lost. It waits for one Lease at
+// most per configuration, should the acknowledgements not come.
+func (m *Manager) renewBeforeAdoptingLocked(c Configuration) string {
+	now := time.Now()
+	if !m.leaseShortUnderLocked(c, now) {
+		return ""
+	}
+	could := func(name string) bool {
+		if name == m.self.Name {
+			return true
+		}
+		for _, mem := range m.committed.Members {
+			if mem.Name == name {
+				boot, up := m.alive[name]
+				return up && boot == mem.BootID && !m.refusedLocked(name)
+			}
+		}
+		return false
+	}
+	if !c.Quorate(could) {
+		return ""
+	}
+	w := &m.change.renew
+	if w.version != c.Version {
+		w.version, w.until = c.Version, now.Add(m.cfg.Lease)
+	}
+	if !now.Before(w.until) {
+		m.log.Warn("adopting a configuration under which this node's lease does not hold", "config", c.String())
+		return ""
+	}
+	return fmt.Sprintf("this node's lease does not hold under v%d yet: renewing it first", c.Version)
 }
 
 func compareNames(a, b string) int {

@@ -89,7 +89,11 @@ func (m *Manager) onAck(peer string, sent time.Time, rep wire.Message, err error
 // heartbeat sent at t or later are a quorum of the configuration (both
 // majorities while it is joint), plus Lease. A cluster of one needs none.
 func (m *Manager) leaseEndLocked() (time.Time, bool) {
-	c := m.change.conf
+	return m.leaseEndUnderLocked(m.change.conf)
+}
+
+// leaseEndUnderLocked is leaseEndLocked under configuration c.
+func (m *Manager) leaseEndUnderLocked(c Configuration) (time.Time, bool) {
 	have := map[string]bool{m.self.Name: true}
 	in := func(name string) bool { return have[name] }
 	if c.Quorate(in) {
@@ -113,6 +117,23 @@ func (m *Manager) leaseEndLocked() (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// leaseShortUnderLocked reports whether adopting configuration c now would
+// cost this node the lease it holds, or leave it less than half a Lease:
+// a newer configuration can need acknowledgements from more peers than
+// the one it replaces (growing 3 → 4 needs three of four, not two of
+// three), and the acknowledgements in hand were gathered for the old one.
+// Right after a view commits, a peer that had not committed it yet when
+// a heartbeat came acknowledged it as a non-member's; a node that adopted
+// the larger configuration then would drop its lease, and report every
+// lock it holds lost, for want of one heartbeat round.
+func (m *Manager) leaseShortUnderLocked(c Configuration, now time.Time) bool {
+	if !m.leaseOK || m.evicted || c.Version <= m.change.conf.Version {
+		return false
+	}
+	end, ok := m.leaseEndUnderLocked(c)
+	return !ok || !end.IsZero() && end.Sub(now) < m.cfg.Lease/2
 }
 
 // checkLease updates the lease and tells the host when it is lost or
