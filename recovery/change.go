@@ -260,13 +260,8 @@ func (m *Manager) renewBeforeAdoptingLocked(c Configuration) string {
 		if name == m.self.Name {
 			return true
 		}
-		for _, mem := range m.committed.Members {
-			if mem.Name == name {
-				boot, up := m.alive[name]
-				return up && boot == mem.BootID && !m.refusedLocked(name)
-			}
-		}
-		return false
+		boot, up := m.alive[name]
+		return up && m.committed.Has(Member{Name: name, BootID: boot}) && !m.refusedLocked(name)
 	}
 	if !c.Quorate(could) {
 		return ""
