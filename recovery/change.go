@@ -61,8 +61,9 @@ type change struct {
 	conf   Configuration // the configuration this node runs with
 	target []string      // a change asked for here, until done
 	newest uint64        // highest configuration version a peer advertises
-	// renew: the configuration this node refused to promise under until
-	// its lease holds under it too, and until when it refuses.
+	// renew: the configuration this node waits to adopt (promise or
+	// propose under) until its lease holds under it too, and until when
+	// it waits (renewBeforeAdoptingLocked).
 	renew struct {
 		version uint64
 		until   time.Time
