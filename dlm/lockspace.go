@@ -76,11 +76,14 @@ func (ls *Lockspace) Name() string { return ls.name }
 
 // shardOf picks the shard of a resource hash (top bits; the low bits pick
 // the master).
-func (ls *Lockspace) shardOf(h uint64) *shard {
+func (ls *Lockspace) shardOf(h uint64) *shard { return ls.shards[ls.shardIndex(h)] }
+
+// shardIndex is the index in ls.shards of shardOf(h).
+func (ls *Lockspace) shardIndex(h uint64) int {
 	if ls.shardBits == 0 {
-		return ls.shards[0]
+		return 0
 	}
-	return ls.shards[h>>(64-ls.shardBits)]
+	return int(h >> (64 - ls.shardBits))
 }
 
 // shardOfLock finds the shard of one of this node's locks from its id,

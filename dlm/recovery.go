@@ -1007,12 +1007,18 @@ type spaceRebuild struct {
 	sp      *spaceReports
 	p       *plan
 	members map[master.NodeID]bool
-	rest    []hashedLock // not restored yet
+	// byShard holds each shard's reported locks, unsorted until the
+	// shard's turn: one sort of every reported lock at once would keep a
+	// processor for tens of milliseconds at a million locks, with nothing
+	// to yield between.
+	byShard [][]hashedLock
+	rest    []hashedLock // the shard being restored: sorted, not restored yet
 	group   []master.LockState
 }
 
-// sortReports groups the reported locks of one lockspace by resource, or
-// returns nil if none was reported.
+// sortReports groups the reported locks of one lockspace by shard, or
+// returns nil if none was reported; restoreShard sorts a shard's locks
+// by resource when it comes to it.
 func (ls *Lockspace) sortReports(sp *spaceReports, v *view, p *plan) *spaceRebuild {
 	if sp == nil {
 		return nil
@@ -1023,16 +1029,41 @@ func (ls *Lockspace) sortReports(sp *spaceReports, v *view, p *plan) *spaceRebui
 			members[m.id] = true
 		}
 	}
-	// Sorted by resource hash, the name only breaking ties (two names with
-	// one hash), then by node and id, so that a resource's locks are
-	// restored in the same order on every run; the hash order is the
-	// shard order.
-	keyed := make([]hashedLock, 0, sp.nlocks)
+	counts := make([]int, len(ls.shards))
+	hashes := make([]uint64, 0, sp.nlocks)
 	for _, report := range sp.locks {
 		for i := range report {
-			keyed = append(keyed, hashedLock{resourceHash(ls.seed, report[i].Resource), &report[i]})
+			h := resourceHash(ls.seed, report[i].Resource)
+			hashes = append(hashes, h)
+			counts[ls.shardIndex(h)]++
+			if len(hashes)%(4*rebuildBatch) == 0 {
+				yieldRecovery()
+			}
 		}
 	}
+	// One allocation for every shard's group.
+	all := make([]hashedLock, 0, len(hashes))
+	byShard := make([][]hashedLock, len(ls.shards))
+	for i, n := range counts {
+		byShard[i] = all[len(all) : len(all) : len(all)+n]
+		all = all[:len(all)+n]
+	}
+	k := 0
+	for _, report := range sp.locks {
+		for i := range report {
+			si := ls.shardIndex(hashes[k])
+			byShard[si] = append(byShard[si], hashedLock{hashes[k], &report[i]})
+			k++
+		}
+	}
+	return &spaceRebuild{ls: ls, sp: sp, p: p, members: members, byShard: byShard}
+}
+
+// sortHashed orders a shard's reported locks by resource hash, the name
+// only breaking ties (two names with one hash), then by node and id, so
+// that a resource's locks are together and restored in the same order on
+// every run.
+func sortHashed(keyed []hashedLock) {
 	slices.SortFunc(keyed, func(a, b hashedLock) int {
 		if c := cmp.Compare(a.h, b.h); c != 0 {
 			return c
@@ -1045,7 +1076,6 @@ func (ls *Lockspace) sortReports(sp *spaceReports, v *view, p *plan) *spaceRebui
 		}
 		return cmp.Compare(a.l.Lock.ID, b.l.Lock.ID)
 	})
-	return &spaceRebuild{ls: ls, sp: sp, p: p, members: members, rest: keyed}
 }
 
 // restoreShard restores into sh's table the reported resources of sh, the
@@ -1056,6 +1086,9 @@ func (ls *Lockspace) sortReports(sp *spaceReports, v *view, p *plan) *spaceRebui
 // concerns it. It returns how many locks it restored.
 func (rb *spaceRebuild) restoreShard(sh *shard, floor uint64, now master.Tick) (restored int) {
 	ls := rb.ls
+	rb.rest = rb.byShard[sh.idx]
+	rb.byShard[sh.idx] = nil
+	sortHashed(rb.rest)
 	sh.mu.Lock()
 	sh.table.RaiseTokenFloor(floor)
 	sh.table.Tick(now) // a restored request's wait is timed from now on
