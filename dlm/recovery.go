@@ -462,16 +462,33 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 	var msgs []routed
 	permits := map[reportKey]*wire.PermitReport{}
 	var moving []*Lock
+	var ids []uint64
 	for _, ls := range n.lockspaceList() {
 		for _, sh := range ls.shards {
 			sh.mu.Lock()
 			for id, lk := range sh.locks {
 				if p.gated.has(bucketOfLock(id)) { // from the id alone: most locks stay, unread
 					moving = append(moving, lk)
+					ids = append(ids, id)
 				}
 			}
-			prefetchLocks(moving)
-			for _, lk := range moving {
+			// The moving locks are reported rebuildBatch at a time, the
+			// mutex let go between batches, so that requests on the
+			// resources that stay are not held up for a whole shard's
+			// reports. A lock gone meanwhile is not reported; one added
+			// meanwhile is not either, as for a shard already passed.
+			for i, lk := range moving {
+				if i%rebuildBatch == 0 {
+					if i > 0 {
+						sh.mu.Unlock()
+						yieldRecovery()
+						sh.mu.Lock()
+					}
+					prefetchLocks(moving[i:min(len(moving), i+rebuildBatch)])
+				}
+				if sh.locks[ids[i]] != lk {
+					continue
+				}
 				if rl, ok := lk.reportLocked(sh); ok {
 					lk.reportedAt = v.Epoch
 					k := reportKey{vw.masterOf(lk.hash).name, ls.name}
@@ -490,7 +507,7 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 			}
 			sh.mu.Unlock()
 			clear(moving)
-			moving = moving[:0]
+			moving, ids = moving[:0], ids[:0]
 			yieldRecovery()
 		}
 	}
