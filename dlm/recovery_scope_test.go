@@ -423,3 +423,44 @@ func TestRebuildKeepsItsReportsWhenTheNextViewReportsFirst(t *testing.T) {
 		mustUnlock(t, mustLock(t, c.ls[0], moving, modes.EX))
 	})
 }
+
+// TestManyMovingLocksOfOneShardReported: a holder's moving locks are
+// reported in batches of rebuildBatch with the shard's mutex let go in
+// between; with one shard and more than two batches of them, every one
+// reaches the new master: none can be taken by another node after the
+// recovery, and each is had once its holder lets go.
+func TestManyMovingLocksOfOneShardReported(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 3, func(cfg *Config) { cfg.Shards = 1 })
+		defer c.close()
+		const n = 2*rebuildBatch + 77
+		var names []string
+		for i := 0; len(names) < n; i++ {
+			if name := fmt.Sprintf("many/%d", i); c.ls[0].MasterOf(name) == c.nodes[2].Name() {
+				names = append(names, name)
+			}
+		}
+		held := make([]*Lock, n)
+		for i, name := range names {
+			held[i] = mustLock(t, c.ls[1], name, modes.EX)
+		}
+		rebuilt := c.rebuiltLocks()
+		c.kill(2)
+		c.waitView(2, 30*time.Second)
+		if got := c.rebuiltLocks() - rebuilt; got != n {
+			t.Fatalf("the new masters restored %v locks, want the %d reported", got, n)
+		}
+		for _, name := range names {
+			if lk, err := c.ls[0].TryLock(bg, name, modes.EX); !errors.Is(err, ErrNotQueued) {
+				if err == nil {
+					mustUnlock(t, lk)
+				}
+				t.Fatalf("%s: another node's EX after the recovery: %v, want ErrNotQueued (the holder's lock was not restored)", name, err)
+			}
+		}
+		for i, name := range names {
+			mustUnlock(t, held[i])
+			mustUnlock(t, mustLock(t, c.ls[0], name, modes.EX))
+		}
+	})
+}
