@@ -3,6 +3,7 @@ package recovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -178,15 +179,22 @@ func (m *Manager) propose(ctx context.Context, r *round, epoch, prev uint64, mem
 	var newer []wire.ViewConfig
 	var mu sync.Mutex
 	ok, seen := true, uint64(0)
+	var refused refusedBy // the first member that did not promise, and why
 	var wg sync.WaitGroup
 	for _, mem := range members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pr := m.promiseFrom(ctx, mem, p)
+			pr, err := m.promiseFrom(ctx, mem, p)
 			mu.Lock()
 			defer mu.Unlock()
 			if pr == nil || !pr.OK {
+				if ok && ctx.Err() == nil {
+					refused.member = mem
+					if refused.why = "no answer: " + fmt.Sprint(err); pr != nil {
+						refused.why = pr.Reason
+					}
+				}
 				ok = false
 				r.cancel() // the round cannot commit: do not wait for the others
 			}
@@ -212,6 +220,7 @@ func (m *Manager) propose(ctx context.Context, r *round, epoch, prev uint64, mem
 		// proposes what membership now sees.
 		if !r.aborted {
 			m.retryAfter = time.Now().Add(time.Duration(rand.Int64N(int64(4*m.cfg.CoordinatorInterval))) + m.cfg.CoordinatorInterval)
+			m.noteFailedRoundLocked(epoch, refused)
 		}
 		m.mu.Unlock()
 		m.met.proposals.WithLabelValues("failed").Inc()
@@ -230,9 +239,9 @@ func (m *Manager) propose(ctx context.Context, r *round, epoch, prev uint64, mem
 }
 
 // promiseFrom asks one member for its promise (itself directly).
-func (m *Manager) promiseFrom(ctx context.Context, mem Member, p *wire.Propose) *wire.Promise {
+func (m *Manager) promiseFrom(ctx context.Context, mem Member, p *wire.Propose) (*wire.Promise, error) {
 	if mem.Name == m.self.Name {
-		return m.promise(m.self, p)
+		return m.promise(m.self, p), nil
 	}
 	rep, err := m.links.Call(ctx, mem.Name, p)
 	if errors.Is(err, transport.ErrConnLost) && ctx.Err() == nil {
@@ -245,10 +254,13 @@ func (m *Manager) promiseFrom(ctx context.Context, mem Member, p *wire.Propose) 
 	}
 	if err != nil {
 		m.log.Debug("no promise", "member", mem, "err", err)
-		return nil
+		return nil, err
 	}
 	pr, _ := rep.(*wire.Promise)
-	return pr
+	if pr == nil {
+		return nil, fmt.Errorf("%s answered a proposal with %T", mem.Name, rep)
+	}
+	return pr, nil
 }
 
 func (m *Manager) onPropose(from Member, to transport.ReplyTo, p *wire.Propose) {
@@ -409,6 +421,7 @@ func (m *Manager) onCommit(c *wire.Commit) {
 	// lock-delay ran out must wait it out in turn.
 	prev := m.recoveredView
 	m.committed, m.evicted = v, false
+	m.agreedLocked(v.Epoch)
 	if m.run != nil {
 		m.run.cancel() // a newer view aborts the recovery under way
 	}

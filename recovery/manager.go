@@ -82,6 +82,7 @@ type Manager struct {
 	// news that makes it hopeless ends it at once (see abortRoundLocked).
 	round      *round
 	retryAfter time.Time // a failed proposal waits until then
+	stall      stall     // the rounds failed since the last commit
 	run        *recoveryRun
 	runDone    chan struct{} // closed when the latest run's goroutine ends
 	resumed    uint64        // epoch whose recovery completed here
