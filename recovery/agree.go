@@ -369,11 +369,19 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 // membership to agree instead: when a node really fails, every survivor's
 // memberlist marks it dead within a gossip round or two of the first (the
 // dead message is broadcast), and the coordinator's retry carries the view.
+//
+// A proposal that names another boot of the member is not dropping it: a
+// new boot of the name runs (it must promise for the view to commit), so
+// the old one ended, and this node's membership has only not heard of the
+// restart yet. Its refutation of the old boot's state may not reach every
+// node (memberlist's incarnations are per boot), and waiting for a
+// push/pull to bring it would hold every view back meanwhile.
 func (m *Manager) dropsLiveMemberLocked(v View) bool {
+	named := membersHas(v.Members)
 	for _, mem := range m.committed.Members {
 		// A member the proposal's configuration no longer names is
 		// dropped on purpose (a membership change), up or not.
-		if mem != m.self && !v.Has(mem) && m.alive[mem.Name] == mem.BootID && v.Config.Has(mem.Name) {
+		if mem != m.self && !v.Has(mem) && m.alive[mem.Name] == mem.BootID && v.Config.Has(mem.Name) && !named(mem.Name) {
 			return true
 		}
 	}

@@ -209,3 +209,39 @@ func offsets(ts []time.Time, from time.Time) []time.Duration {
 	}
 	return out
 }
+
+// A member whose membership still reports a restarted member's old boot
+// promises a view that names the new boot: the name stays in the view, and
+// the new boot promised it, so no live member is dropped. Refusing would
+// hold every view back until its membership caught up (a push/pull away
+// when the restart's refutation did not reach it).
+func TestStaleMembershipPromisesTheNewBoot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		names := []string{"a", "b", "c"}
+		c := servedCluster(t, names)
+		defer c.close()
+		// c comes back as a new boot; a learns of it, b does not.
+		c.ms["c"].Close()
+		cfg := DefaultConfig()
+		cfg.Name, cfg.BootID, cfg.Members = "c", 999, names
+		h := &fakeHost{}
+		c2, err := New(cfg, fakeLinks{c.net, "c"}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.net.mu.Lock()
+		c.net.nodes["c"], c.net.boots["c"] = c2, 999
+		c.net.mu.Unlock()
+		c.ms["c"], c.hosts["c"] = c2, h
+		for _, n := range names {
+			c2.MemberAlive(n, c.net.boots[n])
+		}
+		c2.Start()
+		back := time.Now()
+		c.ms["a"].MemberAlive("c", 999)
+		committed := waitView(t, c.ms["b"], 5*time.Second, func(v View) bool { return v.Has(Member{"c", 999}) })
+		if d := committed.Sub(back); d > 2*DefaultConfig().CoordinatorInterval {
+			t.Fatalf("the view with c's new boot committed %v after the coordinator saw it, with b's membership stale; want within two coordinator ticks", d)
+		}
+	})
+}
