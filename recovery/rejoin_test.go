@@ -97,6 +97,29 @@ func TestProposalEndsAtTheFirstFailure(t *testing.T) {
 	})
 }
 
+// restart brings name back as a new boot (a new Manager under the same
+// name, heard again on the network), which sees every member up; the
+// others' membership is left to the test.
+func (c *testCluster) restart(t *testing.T, name string, boot uint64) {
+	t.Helper()
+	c.ms[name].Close()
+	cfg := DefaultConfig()
+	cfg.Name, cfg.BootID, cfg.Members = name, boot, c.names
+	h := &fakeHost{}
+	m, err := New(cfg, fakeLinks{c.net, name}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.net.mu.Lock()
+	c.net.nodes[name], c.net.boots[name], c.net.silent[name] = m, boot, false
+	c.net.mu.Unlock()
+	c.ms[name], c.hosts[name] = m, h
+	for _, n := range c.names {
+		m.MemberAlive(n, c.net.boots[n])
+	}
+	m.Start()
+}
+
 // proposingNow reports whether a proposal round is under way.
 func (m *Manager) proposingNow() bool {
 	m.mu.Lock()
@@ -113,23 +136,7 @@ func TestProposalAbandonedWhenAMemberRestarts(t *testing.T) {
 		c := servedCluster(t, names)
 		defer c.close()
 		c.proposeWithoutE(t)
-		// e comes back as a new boot (a new Manager under the same name).
-		c.ms["e"].Close()
-		cfg := DefaultConfig()
-		cfg.Name, cfg.BootID, cfg.Members = "e", 999, names
-		h := &fakeHost{}
-		e2, err := New(cfg, fakeLinks{c.net, "e"}, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.net.mu.Lock()
-		c.net.nodes["e"], c.net.boots["e"], c.net.silent["e"] = e2, 999, false
-		c.net.mu.Unlock()
-		c.ms["e"], c.hosts["e"] = e2, h
-		for _, n := range names {
-			e2.MemberAlive(n, c.net.boots[n])
-		}
-		e2.Start()
+		c.restart(t, "e", 999)
 		back := time.Now()
 		for _, n := range names[:4] {
 			c.ms[n].MemberAlive("e", 999)
@@ -221,22 +228,7 @@ func TestStaleMembershipPromisesTheNewBoot(t *testing.T) {
 		c := servedCluster(t, names)
 		defer c.close()
 		// c comes back as a new boot; a learns of it, b does not.
-		c.ms["c"].Close()
-		cfg := DefaultConfig()
-		cfg.Name, cfg.BootID, cfg.Members = "c", 999, names
-		h := &fakeHost{}
-		c2, err := New(cfg, fakeLinks{c.net, "c"}, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.net.mu.Lock()
-		c.net.nodes["c"], c.net.boots["c"] = c2, 999
-		c.net.mu.Unlock()
-		c.ms["c"], c.hosts["c"] = c2, h
-		for _, n := range names {
-			c2.MemberAlive(n, c.net.boots[n])
-		}
-		c2.Start()
+		c.restart(t, "c", 999)
 		back := time.Now()
 		c.ms["a"].MemberAlive("c", 999)
 		committed := waitView(t, c.ms["b"], 5*time.Second, func(v View) bool { return v.Has(Member{"c", 999}) })
