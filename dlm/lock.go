@@ -33,7 +33,6 @@ type Lock struct {
 	ownerID  master.OwnerID
 	hash     uint64 // resource hash: picks the shard and, per view, the master
 	onBlock  func(modes.Mode)
-	ttl      time.Duration
 	started  time.Duration // when the in-flight operation started (Node.sinceStart), for metrics
 
 	// Guarded by sh.mu.
@@ -52,8 +51,7 @@ type Lock struct {
 	token    uint64
 	value    []byte // this holder's copy of the value block
 	valueSeq uint64
-	newValue []byte // set by SetValue, written back on down-convert or unlock
-	opErr    error  // outcome of the operation in flight
+	opErr    error // outcome of the operation in flight
 	// done is signalled when the operation in flight ends. The waiter
 	// makes it only when it has to block (wait): a remote answer read by
 	// the waiting goroutine itself needs none, which spares a remote
@@ -89,8 +87,6 @@ type Lock struct {
 	// in: answers of earlier epochs come from its old master and are
 	// dropped (the report said the lock stood as it did without them).
 	reportedAt uint64
-	lease      *time.Timer
-	leaseEnds  time.Time
 	session    *Session // nil: the lock is in no session (InSession)
 	// onDone is the callback of the operation in flight when it was
 	// started by LockAsync or ConvertAsync (lock_async.go). Guarded by
@@ -101,7 +97,10 @@ type Lock struct {
 	// dlm_lock_held_seconds.
 	heldSince atomic.Int64
 	// ext is what few locks need (nil for most): the contexts of
-	// Lock.Context, the permits of a lock on a semaphore.
+	// Lock.Context, the permits of a lock on a semaphore, a value set by
+	// SetValue, a TTL and its lease. Made when the lock is made or under
+	// sh.mu (extLocked); read without it only for the permits and the TTL,
+	// which are set when the lock is made.
 	ext atomic.Pointer[lockExt]
 }
 
@@ -116,6 +115,56 @@ type lockExt struct {
 	// permits (semaphore.go); zero for a lock in a mode. Fixed when the
 	// lock is made.
 	permits, count uint32
+	// ttl is the lock's own TTL (WithTTL), 0 for none. Set when the lock
+	// is made, like the permits.
+	ttl time.Duration
+	// newValue is set by SetValue, written back on down-convert or
+	// unlock. Guarded by sh.mu.
+	newValue []byte
+	// lease and leaseEnds are the holder's lease of a lock with a TTL
+	// (ttl.go). Guarded by sh.mu.
+	lease     *time.Timer
+	leaseEnds time.Time
+}
+
+// ttl is the lock's own TTL, 0 for none.
+func (lk *Lock) ttl() time.Duration {
+	if e := lk.ext.Load(); e != nil {
+		return e.ttl
+	}
+	return 0
+}
+
+// extLocked returns the lock's lockExt, made if it has none. Caller holds
+// sh.mu.
+func (lk *Lock) extLocked() *lockExt {
+	e := lk.ext.Load()
+	if e == nil {
+		e = &lockExt{}
+		lk.ext.Store(e)
+	}
+	return e
+}
+
+// newValue is the value SetValue set, if any. Caller holds sh.mu.
+func (lk *Lock) newValue() []byte {
+	if e := lk.ext.Load(); e != nil {
+		return e.newValue
+	}
+	return nil
+}
+
+// setNewValue makes v (copied) the value to write back; nil v clears it
+// (keeping its buffer). Caller holds sh.mu.
+func (lk *Lock) setNewValue(v []byte) {
+	e := lk.ext.Load()
+	if e == nil {
+		if len(v) == 0 {
+			return
+		}
+		e = lk.extLocked()
+	}
+	e.newValue = append(e.newValue[:0], v...)
 }
 
 // semCount returns the permits a semaphore lock holds or asks for, 0 for a

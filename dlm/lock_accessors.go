@@ -67,7 +67,7 @@ func (lk *Lock) SetValue(v []byte) error {
 	}
 	lk.sh.mu.Lock()
 	defer lk.sh.mu.Unlock()
-	lk.newValue = append(lk.newValue[:0], v...)
+	lk.setNewValue(v)
 	lk.valueOp = wire.LVBWrite
 	return nil
 }
@@ -78,7 +78,8 @@ func (lk *Lock) SetValue(v []byte) error {
 func (lk *Lock) InvalidateValue() {
 	lk.sh.mu.Lock()
 	defer lk.sh.mu.Unlock()
-	lk.newValue, lk.valueOp = lk.newValue[:0], wire.LVBInvalidate
+	lk.setNewValue(nil)
+	lk.valueOp = wire.LVBInvalidate
 }
 
 // Lost returns a channel closed when the lock can no longer be trusted:

@@ -33,11 +33,7 @@ func (lk *Lock) Context(parent context.Context) (context.Context, context.Cancel
 		cancel(errUnlocked)
 		return ctx, func() {}
 	}
-	e := lk.ext.Load()
-	if e == nil {
-		e = &lockExt{}
-		lk.ext.Store(e)
-	}
+	e := lk.extLocked()
 	if e.ctxs == nil {
 		e.ctxs = map[*lockContext]struct{}{}
 	}

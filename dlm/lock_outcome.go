@@ -103,7 +103,7 @@ func (lk *Lock) unwrite() {
 	}
 	lk.valueOp = op
 	if op == wire.LVBWrite {
-		lk.newValue = append(lk.newValue[:0], lk.value...)
+		lk.setNewValue(lk.value)
 	}
 }
 
@@ -131,8 +131,8 @@ func (lk *Lock) forgetLocked(sh *shard) {
 	lk.observeHeld()
 	lk.cancelContexts(errUnlocked)
 	lk.state = stReleased
-	if lk.lease != nil {
-		lk.lease.Stop()
+	if e := lk.ext.Load(); e != nil && e.lease != nil {
+		e.lease.Stop()
 	}
 }
 

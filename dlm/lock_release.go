@@ -58,7 +58,7 @@ func (lk *Lock) valueToWrite(from, to modes.Mode) (wire.LVBOp, []byte) {
 	if lk.valueOp == wire.LVBNone || !modeWrites(from) || modes.IsUp(from, to) {
 		return wire.LVBNone, nil
 	}
-	return lk.valueOp, lk.newValue
+	return lk.valueOp, lk.newValue()
 }
 
 // keepWrittenValue updates this holder's copy of the value block with what

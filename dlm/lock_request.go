@@ -81,11 +81,11 @@ func (ls *Lockspace) startNew(ctx context.Context, resource string, mode modes.M
 	sh := ls.shardOf(h)
 	lk := &Lock{
 		ls: ls, sh: sh, id: n.newLockID(sh, h), resource: resource, owner: o.owner,
-		hash: h, onBlock: o.onBlocking, ttl: o.ttl, started: n.sinceStart(),
+		hash: h, onBlock: o.onBlocking, started: n.sinceStart(),
 		state: stWaiting, want: mode, noQueue: o.noQueue,
 	}
-	if o.count > 0 {
-		lk.ext.Store(&lockExt{permits: o.permits, count: o.count})
+	if o.count > 0 || o.ttl > 0 {
+		lk.ext.Store(&lockExt{permits: o.permits, count: o.count, ttl: o.ttl})
 	}
 	if o.owner != nil {
 		lk.ownerID = o.owner.id
@@ -120,7 +120,7 @@ func (ls *Lockspace) startNew(ctx context.Context, resource string, mode modes.M
 // sh.mu.
 func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 	timeout := deadlineOf(ctx)
-	if lk.ttl > 0 {
+	if lk.ttl() > 0 {
 		lk.startLease(time.Now())
 	}
 	if n := lk.ls.node; !n.serving() || n.heldBack(lk.hash) {
@@ -241,7 +241,7 @@ func (lk *Lock) runLocal(p *pendingReq) {
 	} else {
 		res, err = lk.ls.tableRequest(sh, master.Request{
 			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
-			Flags: p.flags, Timeout: ticks(timeout), TTL: ticks(lk.ttl),
+			Flags: p.flags, Timeout: ticks(timeout), TTL: ticks(lk.ttl()),
 		})
 	}
 	switch {
@@ -364,7 +364,8 @@ func (lk *Lock) startConvert(ctx context.Context, mode modes.Mode, o lockOpts, o
 		lk.sendPending(&p)
 	}
 	if err == nil && op != wire.LVBNone {
-		lk.valueOp, lk.newValue = wire.LVBNone, lk.newValue[:0]
+		lk.valueOp = wire.LVBNone
+		lk.setNewValue(nil)
 		if lk.state == stConverting {
 			lk.writing = op
 		}

@@ -170,6 +170,6 @@ func (lk *Lock) semaphoreRequest(flags master.Flags, timeout time.Duration) *wir
 	return &wire.SemaphoreRequest{
 		Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
 		Owner: uint64(lk.ownerID), Permits: lk.semPermits(), Count: lk.semCount(), Flags: uint32(flags),
-		Timeout: int64(timeout), TTL: int64(lk.ttl),
+		Timeout: int64(timeout), TTL: int64(lk.ttl()),
 	}
 }

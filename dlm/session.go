@@ -360,8 +360,8 @@ func (s *Session) remove(lk *Lock) {
 // masterTTL is the TTL the lock's master keeps it by: its own, or its
 // session's.
 func (lk *Lock) masterTTL() time.Duration {
-	if lk.ttl > 0 || lk.session == nil {
-		return lk.ttl
+	if lk.ttl() > 0 || lk.session == nil {
+		return lk.ttl()
 	}
 	return lk.session.ttl
 }
@@ -384,7 +384,7 @@ func (s *Session) Renew(ctx context.Context) error {
 	}
 	locks := make([]*Lock, 0, len(s.locks))
 	for _, lk := range s.locks {
-		if lk.ttl <= 0 { // a lock with a TTL of its own is renewed by itself
+		if lk.ttl() <= 0 { // a lock with a TTL of its own is renewed by itself
 			locks = append(locks, lk)
 		}
 	}

@@ -27,22 +27,27 @@ import (
 // leaseFor is how long after sent the holder's lease lasts.
 func (lk *Lock) leaseFor() time.Duration {
 	rho := lk.ls.node.cfg.ClockDrift
-	return time.Duration(float64(lk.ttl) * (1 - rho) / (1 + rho))
+	return time.Duration(float64(lk.ttl()) * (1 - rho) / (1 + rho))
 }
 
 // startLease starts the holder's lease as the first request is sent.
 // Caller holds sh.mu.
 func (lk *Lock) startLease(sent time.Time) {
-	lk.leaseEnds = sent.Add(lk.leaseFor())
-	lk.lease = time.AfterFunc(time.Until(lk.leaseEnds), lk.leaseTimer)
+	e := lk.extLocked()
+	e.leaseEnds = sent.Add(lk.leaseFor())
+	e.lease = time.AfterFunc(time.Until(e.leaseEnds), lk.leaseTimer)
 }
 
 // extendLease moves the lease's end after an acknowledged renewal sent at
 // sent. Caller holds sh.mu.
 func (lk *Lock) extendLease(sent time.Time) {
-	if end := sent.Add(lk.leaseFor()); end.After(lk.leaseEnds) {
-		lk.leaseEnds = end
-		lk.lease.Reset(time.Until(end))
+	e := lk.ext.Load()
+	if e == nil || e.lease == nil {
+		return // no lease was started: nothing to extend
+	}
+	if end := sent.Add(lk.leaseFor()); end.After(e.leaseEnds) {
+		e.leaseEnds = end
+		e.lease.Reset(time.Until(end))
 	}
 }
 
@@ -53,18 +58,19 @@ func (lk *Lock) leaseTimer() {
 	if lk.state == stReleased || lk.lostErr != nil {
 		return
 	}
-	if d := time.Until(lk.leaseEnds); d > 0 { // renewed while the timer fired
-		lk.lease.Reset(d)
+	e := lk.ext.Load()
+	if d := time.Until(e.leaseEnds); d > 0 { // renewed while the timer fired
+		e.lease.Reset(d)
 		return
 	}
-	lk.loseLocked(fmt.Errorf("%w: TTL of %v ran out before a renewal", ErrLockLost, lk.ttl))
+	lk.loseLocked(fmt.Errorf("%w: TTL of %v ran out before a renewal", ErrLockLost, lk.ttl()))
 }
 
 // Renew restarts the lock's TTL at its master and extends the holder's
 // lease. It fails for a lock without a TTL, and with ErrLockLost if the
 // lease already ended.
 func (lk *Lock) Renew(ctx context.Context) error {
-	if lk.ttl <= 0 {
+	if lk.ttl() <= 0 {
 		return fmt.Errorf("%w: the lock has no TTL", ErrInvalidArgument)
 	}
 	sh := lk.sh
@@ -122,10 +128,10 @@ func (lk *Lock) checkAlive() error {
 // a goroutine of your own: if that goroutine stalls, the renewals stop and
 // the lock is given up, which is the point of a TTL.
 func (lk *Lock) KeepAlive(ctx context.Context) error {
-	if lk.ttl <= 0 {
+	if lk.ttl() <= 0 {
 		return fmt.Errorf("%w: the lock has no TTL", ErrInvalidArgument)
 	}
-	t := time.NewTicker(lk.ttl / 3)
+	t := time.NewTicker(lk.ttl() / 3)
 	defer t.Stop()
 	lost := lk.Lost()
 	for {
@@ -135,7 +141,7 @@ func (lk *Lock) KeepAlive(ctx context.Context) error {
 		case <-lost:
 			return lk.Err()
 		case <-t.C:
-			rctx, cancel := context.WithTimeout(ctx, lk.ttl/3)
+			rctx, cancel := context.WithTimeout(ctx, lk.ttl()/3)
 			err := lk.Renew(rctx)
 			cancel()
 			if err != nil && ctx.Err() == nil && lk.Err() != nil {
