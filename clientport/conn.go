@@ -59,7 +59,7 @@ var errPark = errors.New("idle: parked")
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{srv: s, tcp: nc}
-	c.w = writer{nc: (*netConn)(c), limits: &s.limits, max: s.cfg.MaxOutbox, slow: c.slow}
+	c.w = writer{nc: (*netConn)(c), limits: &s.limits, max: s.cfg.MaxOutbox, slow: c.slow, flusher: &s.answers}
 	if tc, ok := nc.(*net.TCPConn); ok && s.tls == nil {
 		c.w.raw, _ = tc.SyscallConn()
 	}

@@ -93,7 +93,7 @@ func (ss *session) ack(id uint64, m *wire.ClientAck) {
 	ss.mu.Lock()
 	ss.dropReadLocked(m.Read)
 	ss.mu.Unlock()
-	ss.reply(id, okMsg, false)
+	ss.replyLazy(id, okMsg)
 }
 
 // dropReadLocked forgets the notes up to and including the reply to read,

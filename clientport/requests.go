@@ -156,10 +156,17 @@ func (ss *session) setStop(id uint64, stop func()) {
 // it is still waiting and has none: one refused at once for want of
 // quorum may have gone on to wait for it (waitQuorum), with a cancel of
 // its own.
+// A request still waiting tells the batch under way that its answer comes
+// later (writer.expectAnswer).
 func (ss *session) setCancel(id uint64, cancel func()) {
 	ss.mu.Lock()
-	if o := ss.pending[id]; o != nil && o.cancel == nil {
-		o.cancel = cancel
+	if o := ss.pending[id]; o != nil {
+		if o.cancel == nil {
+			o.cancel = cancel
+		}
+		if ss.c != nil {
+			ss.c.w.expectAnswer()
+		}
 	}
 	ss.mu.Unlock()
 }
@@ -500,14 +507,14 @@ func (ss *session) converted(id uint64, lk *dlm.Lock, err error) {
 
 func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
 	if m.Lock&(1<<63) != 0 && ss.releaseHold(m.Lock) {
-		ss.reply(id, okMsg, false)
+		ss.replyLazy(id, okMsg)
 		return
 	}
 	if ok, err := ss.releasePermit(m.Lock); ok {
 		if err != nil {
 			ss.fail(id, err)
 		} else {
-			ss.reply(id, okMsg, false)
+			ss.replyLazy(id, okMsg)
 		}
 		return
 	}
@@ -520,7 +527,7 @@ func (ss *session) unlock(id uint64, m *wire.ClientUnlock) {
 		ss.fail(id, err)
 		return
 	}
-	ss.reply(id, okMsg, false)
+	ss.replyLazy(id, okMsg)
 }
 
 func (ss *session) cancel(id uint64, m *wire.ClientCancel) {

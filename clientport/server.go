@@ -43,6 +43,9 @@ type Server struct {
 	// buffers parked connections gave back.
 	poll     *poller
 	readings sync.Pool // *reading, its frame reader reading nothing
+	// answers writes the answers connections hold for a request's answer
+	// (writer.endBatch) that did not come soon enough.
+	answers answerFlusher
 
 	mu       sync.Mutex
 	caches   map[string]*dlm.Cache // the shared-lock cache of each lockspace, made on first use
@@ -240,6 +243,7 @@ func (s *Server) Close() error {
 	for _, ss := range sessions {
 		ss.end()
 	}
+	s.answers.close()
 	for _, c := range caches {
 		_ = c.Close()
 	}

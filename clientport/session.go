@@ -206,8 +206,23 @@ func (ss *session) sendLocked(h wire.Header, m wire.Message, block bool) {
 	ss.sendNotedLocked(h, m, block, nil)
 }
 
+// replyLazy answers id with m, an answer no client waits for (a
+// successful unlock's): it may wait to leave with the next frame
+// (writer.queueLazy).
+func (ss *session) replyLazy(id uint64, m wire.Message) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.deliverLocked(wire.Header{ID: id, Reply: true}, m, false, true, nil)
+}
+
 // sendNotedLocked is sendLocked, with what a description's note needs.
 func (ss *session) sendNotedLocked(h wire.Header, m wire.Message, block bool, what *described) {
+	ss.deliverLocked(h, m, block, false, what)
+}
+
+// deliverLocked is sendNotedLocked; lazy queues the frame with
+// writer.queueLazy.
+func (ss *session) deliverLocked(h wire.Header, m wire.Message, block, lazy bool, what *described) {
 	if ss.proto != 0 && !ss.over && !ss.giveUp {
 		if k, ok := noteOf(h, m); ok {
 			k.what = what
@@ -223,7 +238,11 @@ func (ss *session) sendNotedLocked(h wire.Header, m wire.Message, block bool, wh
 		}
 	}
 	if ss.c != nil {
-		ss.c.w.queue(h, m, block)
+		if lazy {
+			ss.c.w.queueLazy(h, m)
+		} else {
+			ss.c.w.queue(h, m, block)
+		}
 		return
 	}
 	if ss.over || ss.proto != 0 {

@@ -14,6 +14,15 @@ import (
 // goroutine) are written by whoever queued the first of them, or by a
 // goroutine of their own when the queuer must not block. At most one
 // goroutine writes at a time, in queue order.
+//
+// A batch whose replies are all answers no client waits for (a successful
+// unlock's, an acknowledgement's: queueLazy) and which sent a request to
+// a master (expectAnswer) is not written at its end: the lazy answers wait
+// for that request's answer, to leave in its write, or for the server's
+// flusher, lazyAnswerWait later at most. A client's unlock leaves with its
+// next lock request; without this the unlock's answer would cost the agent
+// a write and the client a wake-up of its own whenever the lock's master
+// is another node.
 type writer struct {
 	nc net.Conn
 	// raw is nc's socket for writes that must not block (a grant from the
@@ -30,6 +39,12 @@ type writer struct {
 	batch    bool // the reader is handling requests and flushes at the end
 	flushing bool // a goroutine is writing
 	closed   bool
+	// lazyOnly: every frame queued since the last write was queued by
+	// queueLazy. expect: the batch sent a request whose answer will come.
+	// held: lazy frames wait for that answer (or the flusher); listed: the
+	// writer is on the flusher's list.
+	lazyOnly, expect, held, listed bool
+	flusher                        *answerFlusher // nil: never hold
 	// closeAfter closes the connection once what is queued is written.
 	closeAfter bool
 }
@@ -52,7 +67,38 @@ func (w *writer) queue(h wire.Header, m wire.Message, block bool) {
 		return
 	}
 	w.buf = b
+	w.lazyOnly = false
 	w.startLocked(block)
+}
+
+// queueLazy adds an answer that no client waits for, which may wait for
+// the batch's next write (see writer).
+func (w *writer) queueLazy(h wire.Header, m wire.Message) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	b, err := wire.AppendFrame(w.buf, h, m, w.limits)
+	if err != nil {
+		w.mu.Unlock()
+		return
+	}
+	if len(w.buf) == 0 {
+		w.lazyOnly = true
+	}
+	w.buf = b
+	w.startLocked(false)
+}
+
+// expectAnswer tells the batch under way that it sent a request whose
+// answer comes later.
+func (w *writer) expectAnswer() {
+	w.mu.Lock()
+	if w.batch {
+		w.expect = true
+	}
+	w.mu.Unlock()
 }
 
 // queueRaw adds frames already encoded (a session's outbox).
@@ -101,6 +147,7 @@ func (w *writer) writeInline() bool {
 		out := w.buf
 		w.buf = w.spare[:0]
 		w.spare = nil
+		w.lazyOnly, w.held = false, false
 		w.mu.Unlock()
 		n, err := writeNow(w.raw, out)
 		w.mu.Lock()
@@ -134,6 +181,7 @@ func (w *writer) flush() {
 		out := w.buf
 		w.buf = w.spare[:0]
 		w.spare = nil
+		w.lazyOnly, w.held = false, false
 		w.mu.Unlock()
 		_, err := w.nc.Write(out)
 		w.mu.Lock()
@@ -166,7 +214,32 @@ func (w *writer) beginBatch() {
 func (w *writer) endBatch() {
 	w.mu.Lock()
 	w.batch = false
+	expect := w.expect
+	w.expect = false
+	if expect && w.lazyOnly && w.flusher != nil && len(w.buf) > 0 && !w.flushing && !w.closeAfter {
+		w.held = true
+		if !w.listed {
+			w.listed = true
+			w.flusher.add(w)
+		}
+		w.mu.Unlock()
+		return
+	}
 	w.startLocked(true)
+}
+
+// flushHeld writes lazy answers still held: the flusher's turn came
+// before the answer they waited for.
+func (w *writer) flushHeld() {
+	w.mu.Lock()
+	w.listed = false
+	if !w.held || w.closed || w.batch || w.flushing {
+		w.held = false // written meanwhile, or the batch under way writes it
+		w.mu.Unlock()
+		return
+	}
+	w.held = false
+	w.startLocked(false)
 }
 
 // finish closes the connection once what is queued is written.
