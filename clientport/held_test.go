@@ -3,6 +3,7 @@ package clientport
 import (
 	"encoding/binary"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -43,18 +44,6 @@ func newRecordWriter(f *answerFlusher) (*writer, *recordConn) {
 	return &writer{nc: rc, limits: &l, max: 1 << 20, slow: func() {}, flusher: f}, rc
 }
 
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestLazyAnswerLeavesWithTheGrant: an unlock's answer in a batch that sent
 // a lock request to a master waits, and leaves in the grant's write.
 func TestLazyAnswerLeavesWithTheGrant(t *testing.T) {
@@ -70,11 +59,11 @@ func TestLazyAnswerLeavesWithTheGrant(t *testing.T) {
 		}
 		time.Sleep(lazyAnswerWait / 2)
 		w.queue(wire.Header{ID: 2, Reply: true}, &wire.ClientGrant{Lock: 7, Mode: 5, Token: 1}, true)
-		if got := rc.got(); !equalInts(got, []int{2}) {
+		if got := rc.got(); !slices.Equal(got, []int{2}) {
 			t.Fatalf("writes %v, want one write of both frames", got)
 		}
 		time.Sleep(2 * lazyAnswerWait) // the flusher's turn finds nothing held
-		if got := rc.got(); !equalInts(got, []int{2}) {
+		if got := rc.got(); !slices.Equal(got, []int{2}) {
 			t.Fatalf("writes %v after the flusher's turn, want still one", got)
 		}
 	})
@@ -99,7 +88,7 @@ func TestLazyAnswerFlushed(t *testing.T) {
 		}
 		time.Sleep(time.Microsecond)
 		synctest.Wait()
-		if got, got2 := rc.got(), rc2.got(); !equalInts(got, []int{1}) || !equalInts(got2, []int{1}) {
+		if got, got2 := rc.got(), rc2.got(); !slices.Equal(got, []int{1}) || !slices.Equal(got2, []int{1}) {
 			t.Fatalf("writes %v and %v after lazyAnswerWait, want one frame each", got, got2)
 		}
 		// A writer holds again after its flush, and is listed again.
@@ -109,7 +98,7 @@ func TestLazyAnswerFlushed(t *testing.T) {
 		w.endBatch()
 		time.Sleep(lazyAnswerWait)
 		synctest.Wait()
-		if got := rc.got(); !equalInts(got, []int{1, 1}) {
+		if got := rc.got(); !slices.Equal(got, []int{1, 1}) {
 			t.Fatalf("writes %v, want the second hold flushed too", got)
 		}
 	})
@@ -129,7 +118,7 @@ func TestLazyAnswerNotHeld(t *testing.T) {
 		w.queue(wire.Header{ID: 3, Reply: true}, &wire.ClientGrant{Lock: 8, Mode: 5, Token: 2}, false)
 		w.expectAnswer()
 		w.endBatch() // a grant is in the batch: someone waits for it
-		if got := rc.got(); !equalInts(got, []int{1, 2}) {
+		if got := rc.got(); !slices.Equal(got, []int{1, 2}) {
 			t.Fatalf("writes %v, want each batch written at its end", got)
 		}
 		// A server that closed flushes what is held.
@@ -139,7 +128,7 @@ func TestLazyAnswerNotHeld(t *testing.T) {
 		w.endBatch()
 		f.close()
 		synctest.Wait() // the write is a goroutine's: the writer must not block the flusher
-		if got := rc.got(); !equalInts(got, []int{1, 2, 1}) {
+		if got := rc.got(); !slices.Equal(got, []int{1, 2, 1}) {
 			t.Fatalf("writes %v after the flusher closed, want the held answer written", got)
 		}
 	})
