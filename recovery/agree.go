@@ -293,6 +293,7 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 	v := View{Epoch: p.Epoch, Coordinator: p.Coordinator, Members: fromWire(p.Members), Config: pc}
 	m.highest = max(m.highest, p.Epoch)
 	reason := ""
+	dropped, drops := m.droppedLiveMemberLocked(v)
 	switch {
 	case m.refusal.isolated != "":
 		reason = "this node is isolated: " + m.refusal.isolated
@@ -304,8 +305,8 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 		reason = "this node (this boot) is not a member of the proposal"
 	case p.PrevEpoch < m.committed.Epoch && !m.evicted && !m.committed.Has(from):
 		reason = "the proposer is behind and not a member of this node's view"
-	case m.dropsLiveMemberLocked(v):
-		reason = "the proposal drops a member this node sees up"
+	case drops:
+		reason = "the proposal drops " + dropped.String() + ", a member this node sees up"
 	default:
 		reason = m.checkProposalConfigLocked(pc, hasConfig, v.Members)
 	}
@@ -361,8 +362,9 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 	return pr
 }
 
-// dropsLiveMemberLocked reports whether v leaves out a member of this
-// node's committed view that membership here says is up, in the same boot.
+// droppedLiveMemberLocked returns a member of this node's committed view
+// that v leaves out while membership here says it is up, in the same boot,
+// if there is one.
 // After a partition heals, memberlist on the nodes that were cut off may
 // report dead, for a while, nodes that are up; once such a node
 // coordinates again, its proposals would evict them. Refusing waits for
@@ -376,16 +378,16 @@ func (m *Manager) promise(from Member, p *wire.Propose) *wire.Promise {
 // restart yet. Its refutation of the old boot's state may not reach every
 // node (memberlist's incarnations are per boot), and waiting for a
 // push/pull to bring it would hold every view back meanwhile.
-func (m *Manager) dropsLiveMemberLocked(v View) bool {
+func (m *Manager) droppedLiveMemberLocked(v View) (Member, bool) {
 	named := membersHas(v.Members)
 	for _, mem := range m.committed.Members {
 		// A member the proposal's configuration no longer names is
 		// dropped on purpose (a membership change), up or not.
 		if mem != m.self && !v.Has(mem) && m.alive[mem.Name] == mem.BootID && v.Config.Has(mem.Name) && !named(mem.Name) {
-			return true
+			return mem, true
 		}
 	}
-	return false
+	return Member{}, false
 }
 
 // onCommit installs a committed view and starts its recovery.
