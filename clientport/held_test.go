@@ -44,16 +44,22 @@ func newRecordWriter(f *answerFlusher) (*writer, *recordConn) {
 	return &writer{nc: rc, limits: &l, max: 1 << 20, slow: func() {}, flusher: f}, rc
 }
 
+// holdLazy runs a batch that answers request id with a lazy ClientOK and
+// sent a request on to a master: the writer holds the answer.
+func holdLazy(w *writer, id uint64) {
+	w.beginBatch()
+	w.queueLazy(wire.Header{ID: id, Reply: true}, okMsg)
+	w.expectAnswer()
+	w.endBatch()
+}
+
 // TestLazyAnswerLeavesWithTheGrant: an unlock's answer in a batch that sent
 // a lock request to a master waits, and leaves in the grant's write.
 func TestLazyAnswerLeavesWithTheGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var f answerFlusher
 		w, rc := newRecordWriter(&f)
-		w.beginBatch()
-		w.queueLazy(wire.Header{ID: 1, Reply: true}, okMsg)
-		w.expectAnswer()
-		w.endBatch()
+		holdLazy(w, 1)
 		if got := rc.got(); len(got) != 0 {
 			t.Fatalf("writes at the batch's end: %v, want none (the answer is held)", got)
 		}
@@ -77,10 +83,7 @@ func TestLazyAnswerFlushed(t *testing.T) {
 		w, rc := newRecordWriter(&f)
 		w2, rc2 := newRecordWriter(&f)
 		for _, w := range []*writer{w, w2} {
-			w.beginBatch()
-			w.queueLazy(wire.Header{ID: 1, Reply: true}, okMsg)
-			w.expectAnswer()
-			w.endBatch()
+			holdLazy(w, 1)
 		}
 		time.Sleep(lazyAnswerWait - time.Microsecond)
 		if got := rc.got(); len(got) != 0 {
@@ -92,10 +95,7 @@ func TestLazyAnswerFlushed(t *testing.T) {
 			t.Fatalf("writes %v and %v after lazyAnswerWait, want one frame each", got, got2)
 		}
 		// A writer holds again after its flush, and is listed again.
-		w.beginBatch()
-		w.queueLazy(wire.Header{ID: 3, Reply: true}, okMsg)
-		w.expectAnswer()
-		w.endBatch()
+		holdLazy(w, 3)
 		time.Sleep(lazyAnswerWait)
 		synctest.Wait()
 		if got := rc.got(); !slices.Equal(got, []int{1, 1}) {
@@ -122,10 +122,7 @@ func TestLazyAnswerNotHeld(t *testing.T) {
 			t.Fatalf("writes %v, want each batch written at its end", got)
 		}
 		// A server that closed flushes what is held.
-		w.beginBatch()
-		w.queueLazy(wire.Header{ID: 4, Reply: true}, okMsg)
-		w.expectAnswer()
-		w.endBatch()
+		holdLazy(w, 4)
 		f.close()
 		synctest.Wait() // the write is a goroutine's: the writer must not block the flusher
 		if got := rc.got(); !slices.Equal(got, []int{1, 2, 1}) {

@@ -56,24 +56,16 @@ const maxKept = 16 << 10
 // queue adds a frame. A frame the client would refuse is not sent: the
 // agent never sends what does not validate.
 func (w *writer) queue(h wire.Header, m wire.Message, block bool) {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	b, err := wire.AppendFrame(w.buf, h, m, w.limits)
-	if err != nil {
-		w.mu.Unlock()
-		return
-	}
-	w.buf = b
-	w.lazyOnly = false
-	w.startLocked(block)
+	w.add(h, m, block, false)
 }
 
 // queueLazy adds an answer that no client waits for, which may wait for
 // the batch's next write (see writer).
 func (w *writer) queueLazy(h wire.Header, m wire.Message) {
+	w.add(h, m, false, true)
+}
+
+func (w *writer) add(h wire.Header, m wire.Message, block, lazy bool) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -84,11 +76,10 @@ func (w *writer) queueLazy(h wire.Header, m wire.Message) {
 		w.mu.Unlock()
 		return
 	}
-	if len(w.buf) == 0 {
-		w.lazyOnly = true
-	}
+	// lazyOnly holds while every frame since the last write is lazy.
+	w.lazyOnly = lazy && (len(w.buf) == 0 || w.lazyOnly)
 	w.buf = b
-	w.startLocked(false)
+	w.startLocked(block)
 }
 
 // expectAnswer tells the batch under way that it sent a request whose
