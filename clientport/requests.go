@@ -155,9 +155,8 @@ func (ss *session) setStop(id uint64, stop func()) {
 // setCancel gives a reserved request the function that withdraws it, if
 // it is still waiting and has none: one refused at once for want of
 // quorum may have gone on to wait for it (waitQuorum), with a cancel of
-// its own.
-// A request still waiting tells the batch under way that its answer comes
-// later (writer.expectAnswer).
+// its own. A request still waiting tells the batch under way that its
+// answer comes later (writer.expectAnswer).
 func (ss *session) setCancel(id uint64, cancel func()) {
 	ss.mu.Lock()
 	if o := ss.pending[id]; o != nil {

@@ -100,6 +100,7 @@ func (w *writer) queueRaw(frames []byte) {
 		return
 	}
 	w.buf = append(w.buf, frames...)
+	w.lazyOnly = false
 	w.startLocked(false)
 }
 
