@@ -48,6 +48,12 @@ func (lk *Lock) wait(ctx context.Context) error {
 	}
 	err, mode := lk.opErr, lk.mode
 	lk.opErr = nil
+	if lk.answered.Load() {
+		// Nothing signals an ended operation's channel again: a held lock
+		// need not keep it (a million held locks would keep 96 MB of them,
+		// every one scanned by each collection).
+		lk.done = nil
+	}
 	sh.mu.Unlock()
 	if err == nil {
 		lk.observeGrant(mode)
