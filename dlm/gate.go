@@ -164,8 +164,8 @@ func (n *Node) settled() bool { return n.serving() && n.recov.plan.Load() == nil
 func (n *Node) deferUnlock(lk *Lock, op wire.LVBOp, val []byte) {
 	d := deferredUnlock{
 		ls: lk.ls, hash: lk.hash,
-		msg:   wire.UnlockRequest{Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID), LVB: slices.Clone(val), LVBOp: op},
-		local: master.Release{Lock: lk.key(), Owner: lk.ownerID, LVBOp: master.LVBOp(op), LVB: slices.Clone(val)},
+		msg:   wire.UnlockRequest{Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID()), LVB: slices.Clone(val), LVBOp: op},
+		local: master.Release{Lock: lk.key(), Owner: lk.ownerID(), LVBOp: master.LVBOp(op), LVB: slices.Clone(val)},
 	}
 	n.recov.mu.Lock()
 	n.recov.deferred = append(n.recov.deferred, d)

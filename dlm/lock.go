@@ -29,15 +29,14 @@ type Lock struct {
 	sh       *shard
 	id       uint64
 	resource string
-	owner    *Owner
-	ownerID  master.OwnerID
+	owner    *Owner // nil: the lock is its own owner
 	hash     uint64 // resource hash: picks the shard and, per view, the master
 	onBlock  func(modes.Mode)
 	started  time.Duration // when the in-flight operation started (Node.sinceStart), for metrics
 
 	// Guarded by sh.mu.
-	// (The one-byte fields sit together: a Lock must stay in its size
-	// class, see TestLockSize.)
+	// (The one-byte fields sit together, with answered filling out their
+	// word: a Lock must stay in its size class, see TestLockSize.)
 	state   lockState
 	mode    modes.Mode // granted mode
 	want    modes.Mode // mode asked for by the operation in flight
@@ -47,37 +46,37 @@ type Lock struct {
 	// writing is the value operation the conversion in flight carries:
 	// given back to valueOp if the master refuses the conversion (no
 	// quorum), so that the next one, or the unlock, writes it after all.
-	writing  wire.LVBOp
-	token    uint64
-	value    []byte // this holder's copy of the value block
-	valueSeq uint64
-	opErr    error // outcome of the operation in flight
-	// done is signalled when the operation in flight ends. The waiter
-	// makes it only when it has to block (wait): a remote answer read by
-	// the waiting goroutine itself needs none, which spares a remote
-	// operation an allocation.
-	done chan struct{}
+	writing wire.LVBOp
 	// answered says the operation in flight has ended, and stays true
 	// until the next operation starts: what wait checks before making done,
 	// and the Lock's Waiter for the transport (lockWait). Written under
 	// sh.mu.
 	answered atomic.Bool
-	// lender is the master's connection while the waiter reads it for its
-	// answer (lockWait): an answer that arrives otherwise (a local event,
-	// another master after recovery) must interrupt that reading.
-	lender  atomic.Pointer[transport.Lender]
-	lost    chan struct{} // closed when the lock is lost; made on demand
-	lostErr error
-	refs    int // acquisitions of a reentrant owner
 	// pendingConvert: the caller gave up on a conversion that may still
 	// be granted.
 	pendingConvert bool
-	lostReported   bool // Unlock has returned lostErr once
+	lostReported   bool // Unlock has returned the loss once
 	// wanted: the master said another request waits for this lock (a
 	// blocking notification). Its unlock then leaves at once; otherwise it
 	// may ride on the next message to the master (see postUnlock).
 	wanted  bool
 	noQueue bool // the operation in flight is a try: recovery fails it
+	token   uint64
+	// value is this holder's copy of the value block, nil while the
+	// resource's value is empty and was never written: most locks carry
+	// none, and pay only this pointer.
+	value *heldValue
+	opErr error // outcome of the operation in flight
+	// done is signalled when the operation in flight ends. The waiter
+	// makes it only when it has to block (wait): a remote answer read by
+	// the waiting goroutine itself needs none, which spares a remote
+	// operation an allocation.
+	done chan struct{}
+	// lender is the master's connection while the waiter reads it for its
+	// answer (lockWait): an answer that arrives otherwise (a local event,
+	// another master after recovery) must interrupt that reading.
+	lender atomic.Pointer[transport.Lender]
+	refs   int // acquisitions of a reentrant owner
 	// unsent is the request or conversion in flight when its master could
 	// not be reached, or while a recovery held its bucket back: the tick
 	// loop (or Resume) sends it again, and a recovery reports it (a dead
@@ -98,7 +97,8 @@ type Lock struct {
 	heldSince atomic.Int64
 	// ext is what few locks need (nil for most): the contexts of
 	// Lock.Context, the permits of a lock on a semaphore, a value set by
-	// SetValue, a TTL and its lease. Made when the lock is made or under
+	// SetValue, a TTL and its lease, the loss of a lost lock and the channel
+	// of Lost. Made when the lock is made or under
 	// sh.mu (extLocked); read without it only for the permits and the TTL,
 	// which are set when the lock is made.
 	ext atomic.Pointer[lockExt]
@@ -125,6 +125,59 @@ type lockExt struct {
 	// (ttl.go). Guarded by sh.mu.
 	lease     *time.Timer
 	leaseEnds time.Time
+	// lost is closed when the lock is lost (made on demand by Lost, or by
+	// the loss), and lostErr says why. Guarded by sh.mu: a lock that is
+	// never lost and never asked for Lost needs neither.
+	lost    chan struct{}
+	lostErr error
+}
+
+// heldValue is a holder's copy of its resource's value block and the
+// sequence of the write that made it.
+type heldValue struct {
+	data []byte
+	seq  uint64
+}
+
+// ownerID is the owner the master knows the lock by: 0 for a lock that
+// is its own owner.
+func (lk *Lock) ownerID() master.OwnerID {
+	if lk.owner != nil {
+		return lk.owner.id
+	}
+	return 0
+}
+
+// lostErr says why the lock was lost, nil while it is not. Caller holds
+// sh.mu.
+func (lk *Lock) lostErr() error {
+	if e := lk.ext.Load(); e != nil {
+		return e.lostErr
+	}
+	return nil
+}
+
+// heldData returns this holder's copy of the value block (aliased: copy
+// it to keep it) and its sequence. Caller holds sh.mu.
+func (lk *Lock) heldData() ([]byte, uint64) {
+	if v := lk.value; v != nil {
+		return v.data, v.seq
+	}
+	return nil, 0
+}
+
+// keepValue makes data (copied) and seq this holder's copy of the value
+// block. An empty value never written needs no copy. Caller holds sh.mu.
+func (lk *Lock) keepValue(data []byte, seq uint64) {
+	v := lk.value
+	if v == nil {
+		if len(data) == 0 && seq == 0 {
+			return
+		}
+		v = &heldValue{}
+		lk.value = v
+	}
+	v.data, v.seq = append(v.data[:0], data...), seq
 }
 
 // ttl is the lock's own TTL, 0 for none.

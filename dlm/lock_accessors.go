@@ -47,7 +47,8 @@ func (lk *Lock) Demoted() bool {
 func (lk *Lock) Value() ([]byte, bool) {
 	lk.sh.mu.Lock()
 	defer lk.sh.mu.Unlock()
-	return slices.Clone(lk.value), lk.valueOK
+	data, _ := lk.heldData()
+	return slices.Clone(data), lk.valueOK
 }
 
 // ValueSeq returns the sequence number of the value Value returns: it
@@ -55,7 +56,8 @@ func (lk *Lock) Value() ([]byte, bool) {
 func (lk *Lock) ValueSeq() uint64 {
 	lk.sh.mu.Lock()
 	defer lk.sh.mu.Unlock()
-	return lk.valueSeq
+	_, seq := lk.heldData()
+	return seq
 }
 
 // SetValue sets the value block to write back when the lock, held in PW or
@@ -88,15 +90,16 @@ func (lk *Lock) InvalidateValue() {
 func (lk *Lock) Lost() <-chan struct{} {
 	lk.sh.mu.Lock()
 	defer lk.sh.mu.Unlock()
-	if lk.lost == nil {
-		lk.lost = make(chan struct{})
+	e := lk.extLocked()
+	if e.lost == nil {
+		e.lost = make(chan struct{})
 	}
-	return lk.lost
+	return e.lost
 }
 
 // Err returns why the lock was lost, or nil.
 func (lk *Lock) Err() error {
 	lk.sh.mu.Lock()
 	defer lk.sh.mu.Unlock()
-	return lk.lostErr
+	return lk.lostErr()
 }

@@ -201,7 +201,7 @@ func (lk *Lock) cancelAsync() {
 		// Reported to the bucket's new master as it stands: what the
 		// recovery makes of it (a grant, most likely) is the answer.
 	case lk.local() && lk.ls.node.serving():
-		_ = lk.ls.tableCancel(sh, lk.key(), lk.ownerID) // its effect ends the operation
+		_ = lk.ls.tableCancel(sh, lk.key(), lk.ownerID()) // its effect ends the operation
 	case lk.ls.node.serving():
 		// The master answers the cancel: cancelled, or the grant.
 		lk.postCancel(sh)
@@ -211,6 +211,6 @@ func (lk *Lock) cancelAsync() {
 // postCancel tells the lock's remote master to withdraw its request or
 // conversion in flight. Caller holds sh.mu.
 func (lk *Lock) postCancel(sh *shard) {
-	sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
+	sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID())}
 	_ = lk.post(&sh.can)
 }

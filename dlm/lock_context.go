@@ -26,8 +26,8 @@ func (lk *Lock) Context(parent context.Context) (context.Context, context.Cancel
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	switch {
-	case lk.lostErr != nil:
-		cancel(lk.lostErr)
+	case lk.lostErr() != nil:
+		cancel(lk.lostErr())
 		return ctx, func() {}
 	case lk.state != stGranted && lk.state != stConverting:
 		cancel(errUnlocked)

@@ -31,8 +31,8 @@ func (lk *Lock) grant(o outcome) {
 	}
 	lk.demoted = lk.demoted || o.demoted
 	if o.lvbRead {
-		lk.value = append(lk.value[:0], o.lvb...)
-		lk.valueSeq, lk.valueOK = o.lvbSeq, o.lvbValid
+		lk.keepValue(o.lvb, o.lvbSeq)
+		lk.valueOK = o.lvbValid
 	}
 }
 
@@ -103,14 +103,15 @@ func (lk *Lock) unwrite() {
 	}
 	lk.valueOp = op
 	if op == wire.LVBWrite {
-		lk.setNewValue(lk.value)
+		data, _ := lk.heldData()
+		lk.setNewValue(data)
 	}
 }
 
 // giveBack releases a lock granted after its caller stopped waiting.
 func (lk *Lock) giveBack(sh *shard) {
 	if lk.local() {
-		sh.releases = append(sh.releases, master.Release{Lock: lk.key(), Owner: lk.ownerID})
+		sh.releases = append(sh.releases, master.Release{Lock: lk.key(), Owner: lk.ownerID()})
 		return
 	}
 	lk.postUnlock(sh, wire.LVBNone, nil, false)
@@ -159,17 +160,18 @@ func (lk *Lock) released(sh *shard, why error) {
 // loseLocked marks the lock lost: its holder must stop relying on it.
 // Caller holds sh.mu.
 func (lk *Lock) loseLocked(why error) {
-	if lk.lostErr != nil {
+	e := lk.extLocked()
+	if e.lostErr != nil {
 		return
 	}
 	if !errors.Is(why, ErrLockLost) && !errors.Is(why, ErrClosed) {
 		why = fmt.Errorf("%w: %w", ErrLockLost, why)
 	}
-	lk.lostErr = why
-	if lk.lost == nil {
-		lk.lost = make(chan struct{})
+	e.lostErr = why
+	if e.lost == nil {
+		e.lost = make(chan struct{})
 	}
-	close(lk.lost)
+	close(e.lost)
 	lk.observeHeld()
 	lk.cancelContexts(why)
 	lk.ls.node.met.lost.Inc()
@@ -185,9 +187,9 @@ func (lk *Lock) closeLocked(sh *shard) {
 		lk.releaseAtMaster(sh, modes.NL)
 	case stWaiting:
 		if lk.local() {
-			_ = sh.table.Cancel(lk.key(), lk.ownerID)
+			_ = sh.table.Cancel(lk.key(), lk.ownerID())
 		} else {
-			sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
+			sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID())}
 			_ = lk.post(&sh.can)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 // Meanwhile the master still counts the lock as held: a request for it
 // waits that much longer, a try-lock may fail.
 func (lk *Lock) postUnlock(sh *shard, op wire.LVBOp, val []byte, lazy bool) {
-	sh.unl = wire.UnlockRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID), LVB: val, LVBOp: op}
+	sh.unl = wire.UnlockRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID()), LVB: val, LVBOp: op}
 	links, name := lk.ls.node.links, lk.masterName()
 	var err error
 	if lazy {
@@ -45,7 +45,7 @@ func (lk *Lock) releaseAtMaster(sh *shard, _ modes.Mode) error {
 		return nil
 	}
 	if lk.local() {
-		return fromMaster(lk.ls.tableRelease(sh, master.Release{Lock: lk.key(), Owner: lk.ownerID, LVBOp: master.LVBOp(op), LVB: val}))
+		return fromMaster(lk.ls.tableRelease(sh, master.Release{Lock: lk.key(), Owner: lk.ownerID(), LVBOp: master.LVBOp(op), LVB: val}))
 	}
 	lk.postUnlock(sh, op, val, !lk.wanted)
 	return nil
@@ -68,8 +68,8 @@ func (lk *Lock) valueToWrite(from, to modes.Mode) (wire.LVBOp, []byte) {
 func (lk *Lock) keepWrittenValue(op wire.LVBOp, val []byte) {
 	switch op {
 	case wire.LVBWrite:
-		lk.value = append(lk.value[:0], val...)
-		lk.valueSeq++
+		_, seq := lk.heldData()
+		lk.keepValue(val, seq+1)
 		lk.valueOK = true
 	case wire.LVBInvalidate:
 		lk.valueOK = false
@@ -101,17 +101,17 @@ func (lk *Lock) unlock() error {
 	case stWaiting, stConverting:
 		return ErrBusy
 	default:
-		if lk.lostErr != nil && !errors.Is(lk.lostErr, ErrClosed) && !lk.lostReported {
+		if lost := lk.lostErr(); lost != nil && !errors.Is(lost, ErrClosed) && !lk.lostReported {
 			lk.lostReported = true
-			return lk.lostErr
+			return lost
 		}
 		return ErrNotHeld
 	}
 	err := lk.releaseAtMaster(sh, modes.NL)
 	lk.forgetLocked(sh)
-	if lk.lostErr != nil && err == nil {
+	if lost := lk.lostErr(); lost != nil && err == nil {
 		lk.lostReported = true
-		err = lk.lostErr
+		err = lost
 	}
 	return err
 }

@@ -87,9 +87,6 @@ func (ls *Lockspace) startNew(ctx context.Context, resource string, mode modes.M
 	if o.count > 0 || o.ttl > 0 {
 		lk.ext.Store(&lockExt{permits: o.permits, count: o.count, ttl: o.ttl})
 	}
-	if o.owner != nil {
-		lk.ownerID = o.owner.id
-	}
 	if err := lk.joinSession(o.session); err != nil {
 		n.nlocks.Add(-1)
 		return nil, false, err
@@ -134,7 +131,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 	}
 	if lk.local() {
 		res, err := lk.ls.tableRequest(lk.sh, master.Request{
-			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
+			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID(), Mode: lk.want,
 			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.masterTTL()),
 			Permits: lk.semPermits(), Count: lk.semCount(),
 		})
@@ -188,14 +185,14 @@ func (lk *Lock) sendPending(p *pendingReq) {
 	} else if p.convert {
 		sh.conv = wire.ConvertRequest{
 			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
-			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags), Timeout: int64(timeout),
+			Owner: uint64(lk.ownerID()), Mode: lk.want, Flags: uint32(p.flags), Timeout: int64(timeout),
 			LVB: p.lvb, LVBOp: p.lvbOp,
 		}
 		m = &sh.conv
 	} else {
 		sh.req = wire.LockRequest{
 			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
-			Owner: uint64(lk.ownerID), Mode: lk.want, Flags: uint32(p.flags),
+			Owner: uint64(lk.ownerID()), Mode: lk.want, Flags: uint32(p.flags),
 			Timeout: int64(timeout), TTL: int64(lk.masterTTL()),
 		}
 		m = &sh.req
@@ -235,12 +232,12 @@ func (lk *Lock) runLocal(p *pendingReq) {
 	var err error
 	if p.convert {
 		res, err = lk.ls.tableConvert(sh, master.Convert{
-			Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want, Flags: p.flags,
+			Lock: lk.key(), Owner: lk.ownerID(), Mode: lk.want, Flags: p.flags,
 			Timeout: ticks(timeout), LVBOp: master.LVBOp(p.lvbOp), LVB: p.lvb,
 		})
 	} else {
 		res, err = lk.ls.tableRequest(sh, master.Request{
-			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want,
+			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID(), Mode: lk.want,
 			Flags: p.flags, Timeout: ticks(timeout), TTL: ticks(lk.ttl()),
 		})
 	}
@@ -381,7 +378,7 @@ func (lk *Lock) startConvert(ctx context.Context, mode modes.Mode, o lockOpts, o
 
 func (lk *Lock) convertLocal(o lockOpts, op wire.LVBOp, val []byte, timeout time.Duration) error {
 	res, err := lk.ls.tableConvert(lk.sh, master.Convert{
-		Lock: lk.key(), Owner: lk.ownerID, Mode: lk.want, Flags: o.tableFlags(),
+		Lock: lk.key(), Owner: lk.ownerID(), Mode: lk.want, Flags: o.tableFlags(),
 		Timeout: ticks(timeout), LVBOp: master.LVBOp(op), LVB: val,
 	})
 	if res.Demoted {
@@ -401,8 +398,8 @@ func (lk *Lock) convertLocal(o lockOpts, op wire.LVBOp, val []byte, timeout time
 // Caller holds sh.mu.
 func (lk *Lock) checkHeld() error {
 	switch {
-	case lk.lostErr != nil:
-		return lk.lostErr
+	case lk.lostErr() != nil:
+		return lk.lostErr()
 	case lk.state == stGranted:
 		return nil
 	case lk.state == stConverting || lk.state == stWaiting:

@@ -122,7 +122,7 @@ func (lk *Lock) withdraw(cause error) error {
 	}
 	if lk.local() && lk.ls.node.serving() && !lk.ls.node.heldBack(lk.hash) {
 		// The cancel's effect ends the operation at once, under this lock.
-		_ = lk.ls.tableCancel(sh, lk.key(), lk.ownerID)
+		_ = lk.ls.tableCancel(sh, lk.key(), lk.ownerID())
 		if lk.state != stWaiting && lk.state != stConverting {
 			drain(lk.done)
 			if errors.Is(lk.opErr, ErrCancelled) {
@@ -135,7 +135,7 @@ func (lk *Lock) withdraw(cause error) error {
 	// A remote master learns of it by message; the answer may still be a
 	// grant, which finish then gives back.
 	if lk.ls.node.serving() && !lk.ls.node.heldBack(lk.hash) {
-		sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID)}
+		sh.can = wire.CancelRequest{Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID())}
 		_ = lk.post(&sh.can)
 	}
 	if lk.state == stWaiting {

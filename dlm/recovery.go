@@ -527,7 +527,10 @@ func (h recoveryHost) Report(ctx context.Context, v recovery.View) error {
 func prefetchLocks(locks []*Lock) {
 	var sink uint32
 	for _, lk := range locks {
-		sink += uint32(lk.state) + uint32(len(lk.value))
+		sink += uint32(lk.state)
+		if lk.value != nil {
+			sink++
+		}
 		if len(lk.resource) > 0 {
 			sink += uint32(lk.resource[0])
 		}
@@ -651,7 +654,7 @@ func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
 	}
 	lk.unsent = nil
 	rl := wire.ReportedLock{
-		Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID),
+		Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID()),
 		Granted: lk.mode, Requested: lk.mode, Token: lk.token, TTL: int64(lk.masterTTL()),
 	}
 	switch lk.state {
@@ -664,8 +667,8 @@ func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
 	default:
 		return wire.ReportedLock{}, false
 	}
-	if lk.state != stWaiting && lk.mode > modes.CR && len(lk.value) <= lk.ls.cfg.MaxLVB {
-		rl.LVB, rl.LVBSeq, rl.LVBFlags = lk.value, lk.valueSeq, wire.LVBPresent
+	if data, seq := lk.heldData(); lk.state != stWaiting && lk.mode > modes.CR && len(data) <= lk.ls.cfg.MaxLVB {
+		rl.LVB, rl.LVBSeq, rl.LVBFlags = data, seq, wire.LVBPresent
 		if lk.valueOK && !givenUpDown {
 			rl.LVBFlags |= wire.LVBValid
 		}

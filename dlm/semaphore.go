@@ -169,7 +169,7 @@ func (n *Node) onSemaphoreRequest(from *member, m *wire.SemaphoreRequest, ls *Lo
 func (lk *Lock) semaphoreRequest(flags master.Flags, timeout time.Duration) *wire.SemaphoreRequest {
 	return &wire.SemaphoreRequest{
 		Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
-		Owner: uint64(lk.ownerID), Permits: lk.semPermits(), Count: lk.semCount(), Flags: uint32(flags),
+		Owner: uint64(lk.ownerID()), Permits: lk.semPermits(), Count: lk.semCount(), Flags: uint32(flags),
 		Timeout: int64(timeout), TTL: int64(lk.ttl()),
 	}
 }

@@ -586,7 +586,7 @@ func (lk *Lock) endWithSession(sh *shard, why error) {
 		case lk.unsent != nil:
 			lk.unsent = nil
 		case lk.local():
-			_ = lk.ls.tableCancel(sh, lk.key(), lk.ownerID)
+			_ = lk.ls.tableCancel(sh, lk.key(), lk.ownerID())
 		default:
 			lk.postCancel(sh)
 			abandon = true // a grant may still be on its way; finish gives it back

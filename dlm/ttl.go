@@ -55,7 +55,7 @@ func (lk *Lock) leaseTimer() {
 	sh := lk.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if lk.state == stReleased || lk.lostErr != nil {
+	if lk.state == stReleased || lk.lostErr() != nil {
 		return
 	}
 	e := lk.ext.Load()
@@ -115,8 +115,8 @@ func (lk *Lock) Renew(ctx context.Context) error {
 // sh.mu.
 func (lk *Lock) checkAlive() error {
 	switch {
-	case lk.lostErr != nil:
-		return lk.lostErr
+	case lk.lostErr() != nil:
+		return lk.lostErr()
 	case lk.state == stGranted || lk.state == stConverting:
 		return nil
 	}
