@@ -66,7 +66,14 @@ func Start(cfg Config) (*Membership, error) {
 	m.local = Member{Name: cfg.Name, GossipAddr: net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port))), Meta: meta}
 	m.wg.Add(1)
 	go m.deliver()
-	m.joinSeeds()
+	// Every seed, even one a peer's push/pull already reported alive: a
+	// node that restarted on the same address gossips its first
+	// incarnation, which a member that still holds the last boot as dead
+	// or suspect at that incarnation or later ignores. Only a push/pull
+	// with such a member shows this node its stale record, which it then
+	// refutes with a higher incarnation; a member skipped here would not
+	// see it back until its next rejoin or push/pull, seconds later.
+	m.join(m.otherSeeds(false))
 	if every := cfg.rejoinInterval(); every > 0 {
 		m.wg.Add(1)
 		go m.rejoinLoop(every)
@@ -163,24 +170,28 @@ func (m *Membership) rejoinLoop(every time.Duration) {
 	}
 }
 
-func (m *Membership) joinSeeds() {
-	missing := m.missingSeeds()
-	if len(missing) == 0 {
+func (m *Membership) joinSeeds() { m.join(m.otherSeeds(true)) }
+
+func (m *Membership) join(seeds []string) {
+	if len(seeds) == 0 {
 		return
 	}
-	n, err := m.ml.Join(missing)
+	n, err := m.ml.Join(seeds)
 	m.met.rejoins.Inc()
 	if err != nil {
-		m.log.Debug("join seeds", "seeds", missing, "reached", n, "err", err)
+		m.log.Debug("join seeds", "seeds", seeds, "reached", n, "err", err)
 	}
 }
 
-// missingSeeds returns the seeds that are neither this node nor an alive
-// member, matched by name ("name/addr") or by address.
-func (m *Membership) missingSeeds() []string {
+// otherSeeds returns the seeds other than this node and, if skipAlive,
+// other than the alive members, matched by name ("name/addr") or by
+// address.
+func (m *Membership) otherSeeds(skipAlive bool) []string {
 	alive := map[string]bool{m.cfg.Name: true, m.local.GossipAddr: true}
-	for _, mem := range m.Members() {
-		alive[mem.Name], alive[mem.GossipAddr] = true, true
+	if skipAlive {
+		for _, mem := range m.Members() {
+			alive[mem.Name], alive[mem.GossipAddr] = true, true
+		}
 	}
 	var out []string
 	for _, s := range m.cfg.Seeds {
@@ -212,7 +223,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		events:  prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_total", Help: "Membership events delivered, by kind."}, []string{"kind"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "nodes_refused_total", Help: "Nodes refused admission, by reason."}, []string{"reason"}),
 		members: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "members", Help: "Alive members other than this node, as reported by events."}),
-		rejoins: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "seed_joins_total", Help: "Attempts to (re-)join seeds that were not alive members."}),
+		rejoins: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "seed_joins_total", Help: "Attempts to join the seeds: all of them at start, later those that were not alive members."}),
 	}
 	var err error
 	if m.group, err = promreg.Register(reg, m.events, m.refused, m.members, m.rejoins); err != nil {
