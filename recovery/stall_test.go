@@ -1,32 +1,14 @@
 package recovery
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/seed-a6839e30/dlm/internal/syncbuf"
 )
-
-// lockedBuffer is a log sink safe for the Manager's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestStalledAgreementIsLogged: when the coordinator's proposals keep
 // failing, it says so (after stallWarnAfter, not at every round), naming
@@ -34,7 +16,7 @@ func (l *lockedBuffer) String() string {
 // that too.
 func TestStalledAgreementIsLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs lockedBuffer
+		var logs syncbuf.Buffer
 		names := []string{"a", "b", "c"}
 		c := newTestCluster(t, names, names, func(cfg *Config) {
 			if cfg.Name == "a" {

@@ -19,13 +19,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/seed-a6839e30/dlm/dlm"
 	"github.com/seed-a6839e30/dlm/internal/agent"
+	"github.com/seed-a6839e30/dlm/internal/syncbuf"
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
@@ -115,7 +115,7 @@ func startMember(ctx context.Context, t *testing.T, c *localCluster, name string
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	log := &lockedBuffer{}
+	log := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -412,24 +412,6 @@ func TestAgentsCluster(t *testing.T) {
 	if err := a3.stop(20 * time.Second); err != nil {
 		t.Errorf("a3 after SIGTERM without quorum: %v", err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the node's concurrent logging.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // runDlmnode runs the binary and checks its exit status; it returns stdout.

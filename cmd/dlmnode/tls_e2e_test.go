@@ -21,6 +21,7 @@ import (
 
 	"github.com/seed-a6839e30/dlm/dlm"
 	"github.com/seed-a6839e30/dlm/internal/certs"
+	"github.com/seed-a6839e30/dlm/internal/syncbuf"
 	"github.com/seed-a6839e30/dlm/internal/tlsprobe"
 	"github.com/seed-a6839e30/dlm/modes"
 	"github.com/seed-a6839e30/dlm/transport"
@@ -319,7 +320,7 @@ func TestAgentInsecure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, unshare, append(nsArgs, "sh", "-c", script)...)
-	var logBuf lockedBuffer
+	var logBuf syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
 	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
