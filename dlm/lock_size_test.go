@@ -43,3 +43,42 @@ func TestHeldLockKeepsNoChannel(t *testing.T) {
 		}
 	})
 }
+
+// TestPlainLockKeepsNoExtras: a held lock on a resource whose value was
+// never written carries no value copy and no lockExt, so it costs its Lock
+// alone; one granted on a resource with a value gets the copy and its
+// sequence. Both a master on the holder's own node and one across the
+// network.
+func TestPlainLockKeepsNoExtras(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 2, nil)
+		defer c.close()
+		extras := func(lk *Lock) (value bool, ext bool) {
+			lk.sh.mu.Lock()
+			defer lk.sh.mu.Unlock()
+			return lk.value != nil, lk.ext.Load() != nil
+		}
+		for _, on := range []int{0, 1} {
+			plain := mustLock(t, c.ls[0], c.resourceOn(on, "plain"), modes.EX)
+			if value, ext := extras(plain); value || ext {
+				t.Errorf("master on node %d: a plain held lock has a value copy %v, a lockExt %v; want neither", on, value, ext)
+			}
+			mustUnlock(t, plain)
+
+			res := c.resourceOn(on, "valued")
+			keep := mustLock(t, c.ls[1], res, modes.NL) // the value lives as long as its resource
+			w := mustLock(t, c.ls[0], res, modes.EX)
+			w.SetValue([]byte("v1"))
+			mustUnlock(t, w)
+			r := mustLock(t, c.ls[0], res, modes.PR)
+			if value, ext := extras(r); !value || ext {
+				t.Errorf("master on node %d: a reader of a written value has a value copy %v, a lockExt %v; want the copy alone", on, value, ext)
+			}
+			if v, ok := r.Value(); string(v) != "v1" || !ok || r.ValueSeq() != 1 {
+				t.Errorf("master on node %d: reader sees %q valid %v seq %d, want \"v1\" valid seq 1", on, v, ok, r.ValueSeq())
+			}
+			mustUnlock(t, r)
+			mustUnlock(t, keep)
+		}
+	})
+}
