@@ -125,9 +125,10 @@ type lockExt struct {
 	// (ttl.go). Guarded by sh.mu.
 	lease     *time.Timer
 	leaseEnds time.Time
-	// lost is closed when the lock is lost (made on demand by Lost, or by
-	// the loss), and lostErr says why. Guarded by sh.mu: a lock that is
-	// never lost and never asked for Lost needs neither.
+	// lost is closed when the lock is lost, made by the first Lost (closed
+	// already if the loss came first), and lostErr says why. Guarded by
+	// sh.mu: a lock that is never lost and never asked for Lost needs
+	// neither, and one lost that nobody watched needs no channel.
 	lost    chan struct{}
 	lostErr error
 }

@@ -93,6 +93,9 @@ func (lk *Lock) Lost() <-chan struct{} {
 	e := lk.extLocked()
 	if e.lost == nil {
 		e.lost = make(chan struct{})
+		if e.lostErr != nil {
+			close(e.lost)
+		}
 	}
 	return e.lost
 }

@@ -168,10 +168,9 @@ func (lk *Lock) loseLocked(why error) {
 		why = fmt.Errorf("%w: %w", ErrLockLost, why)
 	}
 	e.lostErr = why
-	if e.lost == nil {
-		e.lost = make(chan struct{})
+	if e.lost != nil { // else Lost makes it closed, if anyone asks
+		close(e.lost)
 	}
-	close(e.lost)
 	lk.observeHeld()
 	lk.cancelContexts(why)
 	lk.ls.node.met.lost.Inc()

@@ -1,7 +1,9 @@
 package dlm
 
 import (
+	"errors"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/seed-a6839e30/dlm/modes"
@@ -80,5 +82,35 @@ func TestPlainLockKeepsNoExtras(t *testing.T) {
 			mustUnlock(t, r)
 			mustUnlock(t, keep)
 		}
+	})
+}
+
+// TestLostAskedAfterTheLoss: a lock lost before anyone asked for Lost
+// gets no channel at its loss, and the first Lost after it returns one
+// already closed.
+func TestLostAskedAfterTheLoss(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 2, nil)
+		defer c.close()
+		res := c.resourceOn(1, "lost-late")
+		lk := mustLock(t, c.ls[0], res, modes.EX, WithTTL(time.Second))
+		// The master re-grants only after the holder's own clock gave the
+		// lock up: once the next holder has it, the first one is lost.
+		next := mustLock(t, c.ls[1], res, modes.EX)
+		lk.sh.mu.Lock()
+		made := lk.ext.Load().lost != nil
+		lk.sh.mu.Unlock()
+		if made {
+			t.Error("a loss nobody watched made the Lost channel")
+		}
+		select {
+		case <-lk.Lost():
+		default:
+			t.Fatal("Lost after the loss returned an open channel")
+		}
+		if !errors.Is(lk.Err(), ErrLockLost) {
+			t.Errorf("Err after the loss: %v, want ErrLockLost", lk.Err())
+		}
+		mustUnlock(t, next)
 	})
 }
