@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/seed-a6839e30/dlm/clientport"
 	"github.com/seed-a6839e30/dlm/internal/certs"
+	"github.com/seed-a6839e30/dlm/internal/syncbuf"
 	"github.com/seed-a6839e30/dlm/modes"
 	"github.com/seed-a6839e30/dlm/transport"
 )
@@ -84,24 +84,6 @@ func (p *testPKI) pool() *x509.CertPool {
 	return pool
 }
 
-// syncBuffer is a log destination safe for the port's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func counterOf(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -137,7 +119,7 @@ func TestClientPortMutualTLS(t *testing.T) {
 	nodeCert, nodeFile, nodeKey := pki.issue(transport.RoleNode, "agent1")
 	_, appCert, appKey := pki.issue(transport.RoleClient, "app")
 	reg := prometheus.NewRegistry()
-	var log syncBuffer
+	var log syncbuf.Buffer
 	a := startAgents(t, 1, func(cfg *clientport.Config) {
 		cfg.TLS = &transport.TLSConfig{Certificate: nodeCert, CAs: pki.pool()}
 		cfg.Registerer = reg

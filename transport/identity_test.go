@@ -1,7 +1,6 @@
 package transport_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,34 +10,16 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/seed-a6839e30/dlm/internal/syncbuf"
 	"github.com/seed-a6839e30/dlm/internal/tlsprobe"
 	"github.com/seed-a6839e30/dlm/transport"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
-// logBuffer is a log destination safe for the links' goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func withLog(b *logBuffer) func(*transport.Config) {
+func withLog(b *syncbuf.Buffer) func(*transport.Config) {
 	return func(c *transport.Config) { c.Logger = slog.New(slog.NewTextHandler(b, nil)) }
 }
 
@@ -100,7 +81,7 @@ func background(nodes []*node) (stop func() (int, error)) {
 // handler, while three legitimate nodes keep calling each other.
 func TestLinksRefuseWrongCertificates(t *testing.T) {
 	ca, rogue := newCA(t, "cluster CA"), newCA(t, "rogue CA")
-	var log1 logBuffer
+	var log1 syncbuf.Buffer
 	certs := map[string]tls.Certificate{}
 	var nodes []*node
 	for _, name := range []string{"node1", "node2", "node3"} {
