@@ -220,6 +220,13 @@ func (p *poller) close() {
 	}
 }
 
+// closing reports whether close has begun.
+func (p *poller) closing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed && p.ep == nil
+}
+
 // longAgo, as a read deadline, interrupts a blocked read at once.
 var longAgo = time.Unix(1, 0)
 
@@ -255,13 +262,17 @@ func (p *poller) run(ep *os.File) {
 			clear(interrupt)
 			_ = ep.SetReadDeadline(time.Now().Add(p.every))
 			continue
-		case errors.Is(err, os.ErrClosed):
-			return
 		case err == nil && werr != nil:
 			err = os.NewSyscallError("epoll_wait", werr)
 		}
 		if err != nil {
-			p.fail(err)
+			// close closes the epoll file under the wait, which then
+			// fails with the poller's internal "use of closed file", not
+			// os.ErrClosed: whatever ends the wait once close began is
+			// the close.
+			if !p.closing() {
+				p.fail(err)
+			}
 			return
 		}
 		woken = p.claim(events[:n], woken[:0])
