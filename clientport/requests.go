@@ -595,9 +595,10 @@ func (ss *session) keepAlive(id uint64, m *wire.ClientKeepAlive) {
 	go func() {
 		defer ss.endOp(id)
 		var err error
-		if lk != nil {
+		switch {
+		case lk != nil:
 			err = lk.Renew(ctx)
-		} else {
+		case renewDue(time.Now(), ss.ds.LeaseEnds(), ss.ttl):
 			err = ss.ds.Renew(ctx)
 		}
 		if err != nil {
@@ -611,6 +612,20 @@ func (ss *session) keepAlive(id uint64, m *wire.ClientKeepAlive) {
 		}
 		ss.reply(id, &wire.ClientAlive{Lease: int64(lease)}, true)
 	}()
+}
+
+// renewDue reports whether a keep-alive of a session of TTL ttl, whose
+// lease at its masters ends at leaseEnds, renews it there. A renewal
+// restarts every lock's TTL at its master, work that grows with the locks
+// held; but a client keeps alive every third of the shorter of the TTL and
+// the lease the agent answers, which the quorum lease bounds (1.5 s by
+// default), so that it trusts its locks no longer than the agent holds a
+// quorum. Renewing only once two thirds of the TTL are left keeps that to
+// a renewal every third of the TTL, and a silent client's session outlives
+// it by two thirds of its TTL to all of it, as with keep-alives every third
+// of the TTL. The answer's lease is the one left either way.
+func renewDue(now, leaseEnds time.Time, ttl time.Duration) bool {
+	return leaseEnds.Sub(now) < ttl-ttl/3
 }
 
 // describe asks the resource's master, wherever it is, for its queues
