@@ -119,10 +119,13 @@ func (p *Proc) LogTail(n int) string {
 	return string(bytes.TrimSpace(b))
 }
 
-// CPU returns the user+system CPU time the process has used so far, read from
-// /proc; zero where /proc is not available or the process has exited.
-func (p *Proc) CPU() time.Duration {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.Pid()), "stat"))
+// CPU is ProcCPU of the process.
+func (p *Proc) CPU() time.Duration { return ProcCPU(p.Pid()) }
+
+// ProcCPU returns the user+system CPU time process pid has used so far, read
+// from /proc; zero where /proc is not available or the process has exited.
+func ProcCPU(pid int) time.Duration {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return 0
 	}
