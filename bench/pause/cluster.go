@@ -69,7 +69,10 @@ func startCluster(ctx context.Context, o options, dir string) (*cluster, error) 
 			"--client-max-locks", strconv.Itoa(perSession), "--log-format", "json",
 			"--lease", o.lease.String(), "--heartbeat", (o.lease / 10).String()}}
 		if o.gctrace {
-			spec.Env = []string{"GODEBUG=gctrace=1"}
+			spec.Env = append(spec.Env, "GODEBUG=gctrace=1")
+		}
+		if o.gomaxprocs > 0 {
+			spec.Env = append(spec.Env, fmt.Sprintf("GOMAXPROCS=%d", o.gomaxprocs))
 		}
 		if a.proc, err = g.Start(spec); err != nil {
 			c.stop()

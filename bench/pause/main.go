@@ -47,6 +47,7 @@ type options struct {
 	lease        time.Duration
 	probes       int
 	gctrace      bool
+	gomaxprocs   int
 }
 
 const usage = `usage: pause -dlmnode PATH [flags]
@@ -85,6 +86,7 @@ func main() {
 	// would start views this command does not measure). The lock-delay
 	// grows with it; the prober's resources never wait for it.
 	fs.DurationVar(&o.lease, "lease", 10*time.Second, "the agents' quorum lease (--lease; the heartbeat is a tenth of it)")
+	fs.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "run the agents with GOMAXPROCS set to this (0: the runtime's default, the machine's cores)")
 	fs.BoolVar(&o.gctrace, "gctrace", false, "run the agents with GODEBUG=gctrace=1 (each collection in their logs)")
 	_ = fs.Parse(os.Args[1:])
 	if err := o.validate(); err != nil {
@@ -111,6 +113,8 @@ func (o *options) validate() error {
 		return errors.New("-probes must be at least 1")
 	case o.base <= 0 || o.after < 0:
 		return errors.New("-base must be positive and -after not negative")
+	case o.gomaxprocs < 0:
+		return errors.New("-gomaxprocs must not be negative")
 	case o.lease < time.Second:
 		return errors.New("-lease must be at least 1s")
 	}

@@ -42,6 +42,7 @@ func TestOptionsRefused(t *testing.T) {
 		"no base":        func(o *options) { o.base = 0 },
 		"negative after": func(o *options) { o.after = -time.Second },
 		"short lease":    func(o *options) { o.lease = time.Second - 1 },
+		"gomaxprocs < 0": func(o *options) { o.gomaxprocs = -1 },
 	} {
 		o := ok
 		mut(&o)
