@@ -33,12 +33,15 @@ type Client struct {
 	nextID  uint64
 	// lastReply is the id of the last reply read in the session, the
 	// Welcome's included: a resume names it (ClientHello.Read) for the
-	// agent to give again the pushes sent after it. unacked counts the
-	// frames read since the client last said so (ClientAck).
+	// agent to give again the pushes sent after it. owed counts the
+	// frames read since the client last said so (ClientAck), and acked
+	// is the reply that ClientAck named.
 	lastReply uint64
 	pushes    uint64 // pushes read after lastReply
-	unacked   int
-	ackDue    bool // a ClientAck goes with the next request (transmit)
+	owed      int
+	acked     uint64
+	ackDue    bool          // a ClientAck goes with the next request (transmit), or alone (acker)
+	ackKick   chan struct{} // wakes the acker
 	pending   map[uint64]*call
 	locks     map[uint64]*Lock
 	orphans   []uint64 // locks lost here that the agent may still hold
@@ -68,6 +71,7 @@ func DialConfig(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
 		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{}),
+		ackKick: make(chan struct{}, 1),
 	}
 	c.log = cfg.Logger
 	if c.log == nil {
@@ -78,9 +82,10 @@ func DialConfig(ctx context.Context, cfg Config) (*Client, error) {
 		for i := range cfg.Addrs {
 			err := c.connect(ctx, i, false)
 			if err == nil {
-				c.wg.Add(2)
+				c.wg.Add(3)
 				go func() { defer c.wg.Done(); c.callbacks.run(c.stop) }()
 				go func() { defer c.wg.Done(); c.keepAlive() }()
+				go func() { defer c.wg.Done(); c.acker() }()
 				return c, nil
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", cfg.Addrs[i], err))
@@ -215,7 +220,7 @@ func (c *Client) attach(cn *conn, i int, id uint64, w *wire.ClientWelcome, sent 
 		_ = cn.nc.Close()
 		return
 	}
-	c.lastReply, c.pushes, c.unacked, c.ackDue = id, 0, 0, false
+	c.lastReply, c.pushes, c.owed, c.acked, c.ackDue = id, 0, 0, 0, false
 	if !w.Resumed {
 		if c.session != 0 {
 			c.dropSessionLocked(fmt.Errorf("%w: the agent no longer has the session", lockapi.ErrLockLost))
@@ -599,20 +604,10 @@ func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
 		c.mu.Unlock()
 		return errConnLost
 	}
-	if c.ackDue {
-		// Ahead of cl, in the same write: the reader that counted the
-		// frames never writes (a write may wait for the agent, which may
-		// wait for the client to read).
-		c.ackDue = false
-		c.nextID++
-		ack := newCall(c.nextID, &wire.ClientAck{Read: c.lastReply})
-		ack.oneway, ack.sent = true, true
-		c.pending[ack.id] = ack
-		cn.lastID = ack.id
-		if err := cn.queueLazyLocked(wire.Header{ID: ack.id}, ack.msg); err != nil {
-			delete(c.pending, ack.id)
-		}
-	}
+	// Ahead of cl, in the same write: the reader that counted the frames
+	// never writes (a write may wait for the agent, which may wait for the
+	// client to read).
+	c.queueAckLocked(cn)
 	if cl.id <= cn.lastID {
 		delete(c.pending, cl.id)
 		c.nextID++
@@ -632,6 +627,57 @@ func (c *Client) transmit(cn *conn, cl *call, lazy bool) error {
 	return cn.sendLocked(h, cl.msg)
 }
 
+// queueAckLocked queues the ClientAck that is due, if one is, to leave
+// with cn's next write (or within lazyDelay). Caller holds cn.wmu and
+// c.mu.
+func (c *Client) queueAckLocked(cn *conn) {
+	if !c.ackDue {
+		return
+	}
+	c.ackDue = false
+	if c.lastReply == c.acked {
+		// Only pushes since: an acknowledgement names a reply, so these
+		// are told with the next reply's.
+		return
+	}
+	c.owed, c.acked = 0, c.lastReply
+	c.nextID++
+	ack := newCall(c.nextID, &wire.ClientAck{Read: c.lastReply})
+	ack.oneway, ack.sent = true, true
+	c.pending[ack.id] = ack
+	cn.lastID = ack.id
+	if err := cn.queueLazyLocked(wire.Header{ID: ack.id}, ack.msg); err != nil {
+		delete(c.pending, ack.id)
+	}
+}
+
+// acker sends the acknowledgements no request took along: a client that
+// only reads (the agent pushing a flood of lost locks) still tells the
+// agent what it read, and the agent, which sends such floods only as fast
+// as they are acknowledged, goes on.
+func (c *Client) acker() {
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.ackKick:
+		}
+		c.mu.Lock()
+		cn := c.cn
+		c.mu.Unlock()
+		if cn == nil {
+			continue // the hello of the next connection says what was read
+		}
+		cn.wmu.Lock()
+		c.mu.Lock()
+		if c.cn == cn {
+			c.queueAckLocked(cn)
+		}
+		c.mu.Unlock()
+		cn.wmu.Unlock()
+	}
+}
+
 // dispatch handles a frame from the agent: an answer to a call, or a
 // push. m is valid only during the call.
 func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
@@ -642,8 +688,16 @@ func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
 	case m.Type() == wire.TypeClientBlocking || m.Type() == wire.TypeClientLost:
 		c.pushes++ // the pushes the agent keeps; not a one-way ClientError
 	}
-	if c.unacked++; c.unacked >= ackEvery {
-		c.unacked, c.ackDue = 0, true
+	if c.owed++; c.owed >= ackEvery {
+		c.ackDue = true
+		if c.owed >= 2*ackEvery && c.lastReply != c.acked {
+			// Twice as many read and no request took the acknowledgement
+			// along: it goes alone.
+			select {
+			case c.ackKick <- struct{}{}:
+			default:
+			}
+		}
 	}
 	c.mu.Unlock()
 	if h.Reply {
@@ -682,7 +736,8 @@ func (c *Client) dispatch(cn *conn, h wire.Header, m wire.Message) {
 }
 
 // ackEvery is how many frames the client reads before it tells the agent
-// (ClientAck, which leaves with the next request): the agent keeps what
+// (ClientAck, which leaves with the next request, or alone once twice as
+// many came and no request did): the agent keeps what
 // it sent until then, to give it again after a reconnection.
 const ackEvery = 64
 
@@ -690,8 +745,8 @@ const ackEvery = 64
 // read anything since it last did.
 func (c *Client) ack() {
 	c.mu.Lock()
-	if c.unacked > 0 {
-		c.unacked, c.ackDue = 0, true
+	if c.owed > 0 {
+		c.ackDue = true
 	}
 	c.mu.Unlock()
 }

@@ -51,7 +51,7 @@ func pipeClient(nc net.Conn) (*Client, *conn) {
 	cfg := DefaultConfig()
 	cfg.Addrs = []string{"127.0.0.1:1"} // where a reconnect would go: nowhere
 	c := &Client{cfg: cfg, log: slog.New(slog.DiscardHandler), pending: map[uint64]*call{}, locks: map[uint64]*Lock{},
-		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{})}
+		up: make(chan struct{}), callbacks: newDispatcher(), stop: make(chan struct{}), ackKick: make(chan struct{}, 1)}
 	cn := newConn(c, nc, "pipe")
 	c.cn = cn
 	return c, cn

@@ -52,6 +52,10 @@ type Config struct {
 	// MaxOutbox caps the bytes waiting for one client (replies and pushes
 	// it has not read, or queued while it reconnects); past it the client
 	// is too slow or gone, and its connection (or detached session) ends.
+	// It caps, too, the notes a protocol 2 session keeps of frames its
+	// client has not acknowledged; lost-lock pushes are held back while
+	// those take half of it, so that losing many locks at once ends no
+	// session whose client acknowledges as it reads.
 	MaxOutbox int
 	// HelloTimeout is how long a new connection has to send its ClientHello
 	// (and complete TLS): what a slowloris connection gets.

@@ -12,8 +12,10 @@
 // reply it read and the requests it still waits for, and receives again
 // what the dead connection swallowed: the session keeps a small note of
 // each frame sent until the client acknowledges it (ClientAck), and
-// rebuilds a grant from its lock's state. A protocol 1 client receives
-// what was sent while it was away.
+// rebuilds a grant from its lock's state. Lost-lock pushes wait while
+// those notes take half of Config.MaxOutbox, and go out as the client
+// acknowledges. A protocol 1 client receives what was sent while it was
+// away.
 //
 // An idle connection costs the agent its books, not a goroutine: on Linux
 // a plain (not TLS) connection whose reader has been blocked between

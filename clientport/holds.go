@@ -102,8 +102,7 @@ func (ss *session) watchHold(id uint64, h *hold) {
 		ss.mu.Unlock()
 		if ok {
 			close(h.done)
-			why := h.h.Err()
-			ss.send(wire.Header{}, &wire.ClientLost{Lock: id, Code: codeOf(why), Text: truncate(why.Error())}, false)
+			ss.pushLost(id, h.h.Err())
 		}
 	}
 }

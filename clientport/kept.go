@@ -92,6 +92,7 @@ func (ss *session) keepLocked(k kept) bool {
 func (ss *session) ack(id uint64, m *wire.ClientAck) {
 	ss.mu.Lock()
 	ss.dropReadLocked(m.Read)
+	ss.drainLostLocked()
 	ss.mu.Unlock()
 	ss.replyLazy(id, okMsg)
 }

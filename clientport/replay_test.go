@@ -2,6 +2,7 @@ package clientport
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -279,5 +280,90 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("waited %v for %s", d, what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A protocol 2 session that loses many more locks at once than its notes
+// may hold (MaxOutbox) sends their ClientLost pushes only while its notes
+// take less than half of MaxOutbox, queues the rest, and sends them as
+// the client acknowledges what it read: every loss is told once, and the
+// session does not end.
+func TestLostPushesWaitForAcknowledgements(t *testing.T) {
+	const locks = 300 // about 130 B of notes each: 5 × MaxOutbox
+	p := startPort(t, 1, func(c *Config) { c.MaxFrame, c.MaxOutbox = 1024, 8192 })
+	r, w := p.hello2()
+	lost := map[uint64]int{}
+	granted := map[uint64]bool{}
+	// next reads one frame, counting the pushes, and returns it.
+	next := func() (wire.Header, wire.Message) {
+		t.Helper()
+		h, m, err := r.read(10 * time.Second)
+		if err != nil {
+			t.Fatalf("%d of %d losses told: %v", len(lost), locks, err)
+		}
+		switch m := m.(type) {
+		case *wire.ClientLost:
+			lost[m.Lock]++
+		case *wire.ClientError:
+			if h.ID == 0 {
+				t.Fatalf("the agent ended the connection: %+v", m)
+			}
+		}
+		return h, m
+	}
+	// await reads until the reply to id.
+	await := func(id uint64) wire.Message {
+		t.Helper()
+		for {
+			if h, m := next(); h.Reply && h.ID == id {
+				return m
+			}
+		}
+	}
+	read := uint64(1) // the Welcome
+	for i := range locks {
+		id := r.send(&wire.ClientLock{Lockspace: "ls", Resource: fmt.Sprintf("r%d", i), Mode: modes.EX, TTL: int64(time.Second)})
+		g, ok := await(id).(*wire.ClientGrant)
+		if !ok {
+			t.Fatalf("lock %d not granted", i)
+		}
+		granted[g.Lock], read = true, id
+		if i%10 == 9 {
+			read = r.send(&wire.ClientAck{Read: read})
+			await(read)
+		}
+	}
+	waitFor(t, 10*time.Second, "every lock's loss to be told or queued", func() bool {
+		ss := p.srv.session(w.Session)
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		told := map[uint64]bool{}
+		for lock := range lost {
+			told[lock] = true
+		}
+		for _, notes := range [][]kept{ss.kept, ss.seen().lost} {
+			for _, k := range notes {
+				if k.kind == keptLost {
+					told[k.lock] = true
+				}
+			}
+		}
+		if limit := p.srv.cfg.MaxOutbox/2 + (&kept{}).size() + wire.MaxErr; ss.keptBytes >= limit {
+			t.Fatalf("notes of %d B, past half of MaxOutbox %d and a note", ss.keptBytes, p.srv.cfg.MaxOutbox)
+		}
+		return len(told) == locks
+	})
+	for len(lost) < locks {
+		id := r.send(&wire.ClientAck{Read: read})
+		await(id)
+		read = id
+	}
+	for lock, n := range lost {
+		if !granted[lock] || n != 1 {
+			t.Fatalf("lock %d: told lost %d times (granted %v)", lock, n, granted[lock])
+		}
+	}
+	if n := p.metric("dlm_client_refused_total", map[string]string{"reason": refusedUnacknowledged}); n != 0 {
+		t.Errorf("refused{unacknowledged} = %v, want 0", n)
 	}
 }

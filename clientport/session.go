@@ -52,6 +52,7 @@ type session struct {
 type sessionRare struct {
 	outbox  []byte                  // protocol 1: frames for the client while it is away
 	again   []kept                  // protocol 2: descriptions a resume asks again
+	lost    []kept                  // protocol 2: lost-lock pushes waiting for room in the notes (pushLost)
 	holds   map[uint64]*hold        // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
 	permits map[uint64]*dlm.Permit  // permits of semaphores (ClientAcquire), by id; their locks are ds's
 	owners  map[ownerKey]*dlm.Owner // the owners the client named
@@ -172,6 +173,7 @@ func (ss *session) attach(c *conn, id uint64, h *wire.ClientHello, resumed bool)
 		}
 	} else {
 		ss.replayLocked(id, w, h)
+		ss.drainLostLocked()
 	}
 	ss.mu.Unlock()
 	c.w.endBatch()
@@ -298,7 +300,50 @@ func (ss *session) lease() (time.Duration, error) {
 func (ss *session) lockLost(lk *dlm.Lock, why error) {
 	ss.forgetPermit(lk.ID())
 	_ = lk.Unlock()
-	ss.send(wire.Header{}, &wire.ClientLost{Lock: lk.ID(), Code: codeOf(why), Text: truncate(why.Error())}, false)
+	ss.pushLost(lk.ID(), why)
+}
+
+// pushLost tells the client that its lock id is lost. A protocol 2
+// session sends these pushes only while its notes (kept.go) take less
+// than half of MaxOutbox, and queues the rest until the client
+// acknowledges what it read (ack), or comes back if it is away: a session
+// that loses its hundred thousand locks at once then neither outgrows its
+// notes nor floods its connection, and ends only if its client stops
+// acknowledging.
+func (ss *session) pushLost(id uint64, why error) {
+	m := &wire.ClientLost{Lock: id, Code: codeOf(why), Text: truncate(why.Error())}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.proto != 0 && !ss.over && !ss.giveUp && (ss.c == nil || !ss.roomLocked() || len(ss.seen().lost) > 0) {
+		ss.x().lost = append(ss.x().lost, kept{lock: id, kind: keptLost, code: m.Code, text: m.Text})
+		return
+	}
+	ss.sendLocked(wire.Header{}, m, false)
+}
+
+// roomLocked reports whether the notes leave room for more pushes: half of
+// MaxOutbox, the other half for the answers to requests while the client's
+// acknowledgement is on its way. Caller holds ss.mu.
+func (ss *session) roomLocked() bool { return ss.keptBytes < ss.srv.cfg.MaxOutbox/2 }
+
+// drainLostLocked sends the lost-lock pushes that waited (pushLost), as
+// many as there is room for. Caller holds ss.mu.
+func (ss *session) drainLostLocked() {
+	r := ss.rare
+	if r == nil || len(r.lost) == 0 {
+		return
+	}
+	n := 0
+	for n < len(r.lost) && ss.c != nil && !ss.over && !ss.giveUp && ss.roomLocked() {
+		ss.resendLocked(&r.lost[n])
+		n++
+	}
+	if n == len(r.lost) || ss.over || ss.giveUp {
+		r.lost = nil
+		return
+	}
+	clear(r.lost[:n])
+	r.lost = r.lost[n:]
 }
 
 // ended runs once the session's dlm session ended (expired, or closed).
@@ -309,7 +354,7 @@ func (ss *session) ended(why error) {
 	holds := ss.seen().holds
 	ss.kept, ss.keptBytes = nil, 0
 	if r := ss.rare; r != nil {
-		r.outbox, r.again, r.holds = nil, nil, nil
+		r.outbox, r.again, r.holds, r.lost = nil, nil, nil, nil
 	}
 	ss.mu.Unlock()
 	for _, h := range holds {
