@@ -23,6 +23,11 @@
 // as the nodes of one process share its processors: what it shows that
 // one process cannot is each node's heap, collected on its own.
 //
+// With -trace, n1's and n2's execution traces of the failure are kept in
+// -out too (trace-n1.out, trace-n2.out; `go tool trace`), and the five
+// longest pairs are printed with their start as Unix time in
+// nanoseconds, which the traces' clock snapshots give too.
+//
 // The agents' logs (JSON) and the loader's are kept in -out. It kills
 // only the processes it started, by their process groups, also on SIGINT
 // and SIGTERM; every wait is bounded.
@@ -48,6 +53,7 @@ type options struct {
 	probes       int
 	gctrace      bool
 	gomaxprocs   int
+	trace        time.Duration
 }
 
 const usage = `usage: pause -dlmnode PATH [flags]
@@ -88,6 +94,7 @@ func main() {
 	fs.DurationVar(&o.lease, "lease", 10*time.Second, "the agents' quorum lease (--lease; the heartbeat is a tenth of it)")
 	fs.IntVar(&o.gomaxprocs, "gomaxprocs", 0, "run the agents with GOMAXPROCS set to this (0: the runtime's default, the machine's cores)")
 	fs.BoolVar(&o.gctrace, "gctrace", false, "run the agents with GODEBUG=gctrace=1 (each collection in their logs)")
+	fs.DurationVar(&o.trace, "trace", 0, "record an execution trace this long of n1 and n2 from just before the kill (their /debug/pprof/trace, into -out; 0: none)")
 	_ = fs.Parse(os.Args[1:])
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "pause:", err)
@@ -117,6 +124,8 @@ func (o *options) validate() error {
 		return errors.New("-gomaxprocs must not be negative")
 	case o.lease < time.Second:
 		return errors.New("-lease must be at least 1s")
+	case o.trace < 0:
+		return errors.New("-trace must not be negative")
 	}
 	return nil
 }

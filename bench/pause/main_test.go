@@ -43,6 +43,7 @@ func TestOptionsRefused(t *testing.T) {
 		"negative after": func(o *options) { o.after = -time.Second },
 		"short lease":    func(o *options) { o.lease = time.Second - 1 },
 		"gomaxprocs < 0": func(o *options) { o.gomaxprocs = -1 },
+		"negative trace": func(o *options) { o.trace = -time.Second },
 	} {
 		o := ok
 		mut(&o)
@@ -165,7 +166,8 @@ func TestSummarizeOps(t *testing.T) {
 }
 
 // TestRunOnRealProcesses runs the whole command, small: five agents built
-// from this tree, a loader of 2,000 locks, one agent killed.
+// from this tree, a loader of 2,000 locks, one agent killed, n1 and n2
+// traced across it.
 func TestRunOnRealProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds dlmnode and runs five agents: not in -short")
@@ -187,7 +189,7 @@ func TestRunOnRealProcesses(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	o := options{dlmnode: bin, out: t.TempDir(), locks: 2000, runs: 1, probes: 16, base: 500 * time.Millisecond, after: 200 * time.Millisecond, lease: 2 * time.Second}
+	o := options{dlmnode: bin, out: t.TempDir(), locks: 2000, runs: 1, probes: 16, base: 500 * time.Millisecond, after: 200 * time.Millisecond, lease: 2 * time.Second, trace: 3 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -200,6 +202,7 @@ func TestRunOnRealProcesses(t *testing.T) {
 		`, [1-9]\d* pairs, 0 failed;`,
 		`recovery done \+\d+\.\d ms \(\d+ views\)`,
 		`collections per survivor \[\d+ \d+ \d+ \d+\]`,
+		`the five longest \(ms, from the commit\): \d+\.\d@[+-]\d+\(unix \d{19}\)`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("output lacks %q", want)
@@ -208,6 +211,12 @@ func TestRunOnRealProcesses(t *testing.T) {
 	for _, name := range []string{"n1.log", "n5.log", "loader.log"} {
 		if _, err := os.Stat(filepath.Join(o.out, "run0", name)); err != nil {
 			t.Errorf("log kept: %v", err)
+		}
+	}
+	for _, name := range []string{"trace-n1.out", "trace-n2.out"} {
+		b, err := os.ReadFile(filepath.Join(o.out, "run0", name))
+		if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || len(b) < 1024 {
+			t.Errorf("%s: %d bytes, %v; want an execution trace", name, len(b), err)
 		}
 	}
 }

@@ -28,6 +28,7 @@ type result struct {
 	loaderCPU     time.Duration // the loader's CPU in that time
 	gcs           []int64       // collections per survivor from the kill to the end of the window
 	heapMB        []float64     // each survivor's heap before the kill
+	traced        bool          // execution traces were kept: print when the longest began
 }
 
 func (x result) String() string {
@@ -38,6 +39,9 @@ func (x result) String() string {
 	b.WriteString("the five longest (ms, from the commit):")
 	for _, o := range x.across.longest {
 		fmt.Fprintf(&b, " %.1f@%+.0f", ms(o.took), ms(o.at.Sub(x.commitAt)))
+		if x.traced {
+			fmt.Fprintf(&b, "(unix %d)", o.at.UnixNano())
+		}
 	}
 	b.WriteString("; ")
 	fmt.Fprintf(&b, "n1: commit +%s, recovery done +%s (%d views); survivors' CPU %s beyond idle, loader's %s; collections per survivor %v; heaps %v MB",
@@ -130,6 +134,14 @@ func runOnce(ctx context.Context, o options, r int) (result, error) {
 	if fi, err := os.Stat(tail.path); err == nil {
 		tail.off = fi.Size()
 	}
+	var traces *tracing
+	if o.trace > 0 {
+		traces = startTraces(ctx, o.trace, dir, c.agents[proberAgent], c.agents[masterAgent])
+		defer func() { _ = traces.wait() }()
+		if err := sleep(ctx, 100*time.Millisecond); err != nil { // the traces under way
+			return x, err
+		}
+	}
 	cpu0, loader0, killed := c.cpu(survivors), ld.cpu(), time.Now()
 	if err := c.kill(victim); err != nil {
 		return x, err
@@ -146,6 +158,12 @@ func runOnce(ctx context.Context, o options, r int) (result, error) {
 	}
 	x.across = summarizeOps(p.take())
 	x.maxFromCommit = x.across.maxAt.Sub(rec.commit)
+	if traces != nil {
+		if err := traces.wait(); err != nil {
+			return x, err
+		}
+		x.traced = true
+	}
 	for k, i := range survivors {
 		s, err := scrape(ctx, c.agents[i].admin)
 		if err != nil {
