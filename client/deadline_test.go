@@ -121,3 +121,23 @@ func TestTimeoutAnsweredAtDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeoutOf: the agent is asked to time a request out answerMargin
+// before the caller's deadline, or halfway to it when that is near.
+func TestTimeoutOf(t *testing.T) {
+	if got := timeoutOf(context.Background()); got != 0 {
+		t.Errorf("no deadline: %v, want 0", time.Duration(got))
+	}
+	for _, c := range []struct{ left, lo, hi time.Duration }{
+		{100 * time.Millisecond, 95 * time.Millisecond, 98 * time.Millisecond},
+		{3 * time.Millisecond, 1 * time.Millisecond, 1500 * time.Microsecond},
+		{-time.Second, time.Microsecond, time.Microsecond},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), c.left)
+		got := time.Duration(timeoutOf(ctx))
+		cancel()
+		if got < c.lo || got > c.hi {
+			t.Errorf("%v left: %v, want %v to %v", c.left, got, c.lo, c.hi)
+		}
+	}
+}

@@ -175,7 +175,10 @@ func waitError(ctx context.Context, err error) error {
 // times it out by itself: what ctx allows, less a margin for its answer to
 // arrive before ctx ends. A request the client gave up on first could
 // still be granted, and the grant would only be given back: under
-// contention that wastes a hand-off per abandoned request. 0 for no
+// contention that wastes a hand-off per abandoned request. The margin is
+// answerMargin, or half of what is left when less than twice that is: the
+// grant's way back takes about as long as the request's way there, a
+// large share of a short deadline when the agents are busy. 0 for no
 // deadline.
 func timeoutOf(ctx context.Context) int64 {
 	dl, ok := ctx.Deadline()
@@ -183,7 +186,7 @@ func timeoutOf(ctx context.Context) int64 {
 		return 0
 	}
 	left := time.Until(dl)
-	return int64(max(left-min(answerMargin, left/10), time.Microsecond))
+	return int64(max(left-min(answerMargin, left/2), time.Microsecond))
 }
 
 // answerMargin is how much earlier than the caller's deadline the agent is
