@@ -1,6 +1,7 @@
 package client
 
 import (
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestAckGoesAlone(t *testing.T) {
 		t.Helper()
 		_ = agentEnd.SetReadDeadline(time.Now().Add(10 * time.Second))
 		var prefix [4]byte
-		if _, err := readAll(agentEnd, prefix[:]); err != nil {
+		if _, err := io.ReadFull(agentEnd, prefix[:]); err != nil {
 			t.Fatal(err)
 		}
 		n, err := wire.FrameLength(prefix[:], &l)
@@ -37,7 +38,7 @@ func TestAckGoesAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		payload := make([]byte, n)
-		if _, err := readAll(agentEnd, payload); err != nil {
+		if _, err := io.ReadFull(agentEnd, payload); err != nil {
 			t.Fatal(err)
 		}
 		_, m, err := dec.DecodeOwned(payload)
@@ -65,16 +66,4 @@ func TestAckGoesAlone(t *testing.T) {
 	if read := nextAck(); read != 9 {
 		t.Fatalf("next acknowledged reply %d, want 9 (and reply 5 not again)", read)
 	}
-}
-
-func readAll(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := c.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }

@@ -3,6 +3,7 @@ package clientport
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -150,7 +151,7 @@ func (r *raw) sendID(id uint64, m wire.Message) {
 func (r *raw) read(within time.Duration) (wire.Header, wire.Message, error) {
 	_ = r.nc.SetReadDeadline(time.Now().Add(within))
 	var prefix [4]byte
-	if _, err := readFull(r.nc, prefix[:]); err != nil {
+	if _, err := io.ReadFull(r.nc, prefix[:]); err != nil {
 		return wire.Header{}, nil, err
 	}
 	n, err := wire.FrameLength(prefix[:], &r.l)
@@ -158,22 +159,10 @@ func (r *raw) read(within time.Duration) (wire.Header, wire.Message, error) {
 		return wire.Header{}, nil, err
 	}
 	payload := make([]byte, n)
-	if _, err := readFull(r.nc, payload); err != nil {
+	if _, err := io.ReadFull(r.nc, payload); err != nil {
 		return wire.Header{}, nil, err
 	}
 	return r.dec.DecodeOwned(payload)
-}
-
-func readFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := c.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // reply reads frames until the reply to id, and returns it.

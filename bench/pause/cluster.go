@@ -142,19 +142,29 @@ type runtimeStats struct {
 func scrape(ctx context.Context, adminAddr string) (runtimeStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+adminAddr+"/metrics", nil)
-	if err != nil {
-		return runtimeStats{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := get(ctx, "http://"+adminAddr+"/metrics")
 	if err != nil {
 		return runtimeStats{}, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return runtimeStats{}, fmt.Errorf("%s/metrics: %s", adminAddr, resp.Status)
-	}
 	return parseRuntimeStats(resp.Body)
+}
+
+// get fetches url; a status other than 200 is an error.
+func get(ctx context.Context, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return resp, nil
 }
 
 func parseRuntimeStats(r io.Reader) (runtimeStats, error) {
