@@ -333,6 +333,7 @@ func TestLostPushesWaitForAcknowledgements(t *testing.T) {
 			await(read)
 		}
 	}
+	var queued uint64 // a lock whose loss waits to be told
 	waitFor(t, 10*time.Second, "every lock's loss to be told or queued", func() bool {
 		ss := p.srv.session(w.Session)
 		ss.mu.Lock()
@@ -340,6 +341,9 @@ func TestLostPushesWaitForAcknowledgements(t *testing.T) {
 		told := map[uint64]bool{}
 		for lock := range lost {
 			told[lock] = true
+		}
+		if q := ss.seen().lost; len(q) > 0 {
+			queued = q[len(q)-1].lock
 		}
 		for _, notes := range [][]kept{ss.kept, ss.seen().lost} {
 			for _, k := range notes {
@@ -353,6 +357,16 @@ func TestLostPushesWaitForAcknowledgements(t *testing.T) {
 		}
 		return len(told) == locks
 	})
+	if queued == 0 {
+		t.Fatal("no loss waited to be told")
+	}
+	// A request naming a lock whose loss is still queued is refused as
+	// for a lost lock.
+	id := r.send(&wire.ClientValue{Lock: queued})
+	if e, ok := await(id).(*wire.ClientError); !ok || e.Code != wire.CodeLockLost {
+		t.Fatalf("ClientValue of lock %d, lost and not yet told: %+v, want ClientError %d", queued, e, wire.CodeLockLost)
+	}
+	read = id
 	for len(lost) < locks {
 		id := r.send(&wire.ClientAck{Read: read})
 		await(id)

@@ -406,6 +406,9 @@ func (ss *session) heldLock(id uint64) (*dlm.Lock, error) {
 	if lk := ss.ds.Lock(id); lk != nil {
 		return lk, nil
 	}
+	if ss.lostUntold(id) {
+		return nil, fmt.Errorf("%w: lock %d was lost; the ClientLost that says so is on its way", dlm.ErrLockLost, id)
+	}
 	return nil, fmt.Errorf("%w: the session holds no lock %d", dlm.ErrNotHeld, id)
 }
 

@@ -53,6 +53,7 @@ type sessionRare struct {
 	outbox  []byte                  // protocol 1: frames for the client while it is away
 	again   []kept                  // protocol 2: descriptions a resume asks again
 	lost    []kept                  // protocol 2: lost-lock pushes waiting for room in the notes (pushLost)
+	lostIDs map[uint64]struct{}     // the locks of lost
 	holds   map[uint64]*hold        // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
 	permits map[uint64]*dlm.Permit  // permits of semaphores (ClientAcquire), by id; their locks are ds's
 	owners  map[ownerKey]*dlm.Owner // the owners the client named
@@ -315,7 +316,12 @@ func (ss *session) pushLost(id uint64, why error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.proto != 0 && !ss.over && !ss.giveUp && (ss.c == nil || !ss.roomLocked() || len(ss.seen().lost) > 0) {
-		ss.x().lost = append(ss.x().lost, kept{lock: id, kind: keptLost, code: m.Code, text: m.Text})
+		r := ss.x()
+		r.lost = append(r.lost, kept{lock: id, kind: keptLost, code: m.Code, text: m.Text})
+		if r.lostIDs == nil {
+			r.lostIDs = map[uint64]struct{}{}
+		}
+		r.lostIDs[id] = struct{}{}
 		return
 	}
 	ss.sendLocked(wire.Header{}, m, false)
@@ -325,6 +331,16 @@ func (ss *session) pushLost(id uint64, why error) {
 // MaxOutbox, the other half for the answers to requests while the client's
 // acknowledgement is on its way. Caller holds ss.mu.
 func (ss *session) roomLocked() bool { return ss.keptBytes < ss.srv.cfg.MaxOutbox/2 }
+
+// lostUntold reports whether lock id is lost and the client not yet told
+// (pushLost): a request naming it is refused as for a lost lock, not as
+// for one the session never held.
+func (ss *session) lostUntold(id uint64) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	_, ok := ss.seen().lostIDs[id]
+	return ok
+}
 
 // drainLostLocked sends the lost-lock pushes that waited (pushLost), as
 // many as there is room for. Caller holds ss.mu.
@@ -336,10 +352,11 @@ func (ss *session) drainLostLocked() {
 	n := 0
 	for n < len(r.lost) && ss.c != nil && !ss.over && !ss.giveUp && ss.roomLocked() {
 		ss.resendLocked(&r.lost[n])
+		delete(r.lostIDs, r.lost[n].lock)
 		n++
 	}
 	if n == len(r.lost) || ss.over || ss.giveUp {
-		r.lost = nil
+		r.lost, r.lostIDs = nil, nil
 		return
 	}
 	clear(r.lost[:n])
@@ -354,7 +371,7 @@ func (ss *session) ended(why error) {
 	holds := ss.seen().holds
 	ss.kept, ss.keptBytes = nil, 0
 	if r := ss.rare; r != nil {
-		r.outbox, r.again, r.holds, r.lost = nil, nil, nil, nil
+		r.outbox, r.again, r.holds, r.lost, r.lostIDs = nil, nil, nil, nil, nil
 	}
 	ss.mu.Unlock()
 	for _, h := range holds {
