@@ -53,7 +53,7 @@ type sessionRare struct {
 	outbox  []byte                  // protocol 1: frames for the client while it is away
 	again   []kept                  // protocol 2: descriptions a resume asks again
 	lost    []kept                  // protocol 2: lost-lock pushes waiting for room in the notes (pushLost)
-	lostIDs map[uint64]struct{}     // the locks of lost
+	lostIDs map[uint64]struct{}     // the ids of lost's locks, for lostUntold
 	holds   map[uint64]*hold        // holds on the agent's shared-lock cache (ClientCached); its locks are ds's
 	permits map[uint64]*dlm.Permit  // permits of semaphores (ClientAcquire), by id; their locks are ds's
 	owners  map[ownerKey]*dlm.Owner // the owners the client named
