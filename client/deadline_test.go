@@ -128,16 +128,20 @@ func TestTimeoutOf(t *testing.T) {
 	if got := timeoutOf(context.Background()); got != 0 {
 		t.Errorf("no deadline: %v, want 0", time.Duration(got))
 	}
-	for _, c := range []struct{ left, lo, hi time.Duration }{
-		{100 * time.Millisecond, 95 * time.Millisecond, 98 * time.Millisecond},
-		{3 * time.Millisecond, 1 * time.Millisecond, 1500 * time.Microsecond},
-		{-time.Second, time.Microsecond, time.Microsecond},
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if got := time.Duration(timeoutOf(ctx)); got <= 59*time.Minute || got > time.Hour-answerMargin {
+		t.Errorf("an hour left: %v, want just under an hour less %v", got, answerMargin)
+	}
+	for left, want := range map[time.Duration]time.Duration{
+		100 * time.Millisecond: 98 * time.Millisecond,
+		4 * time.Millisecond:   2 * time.Millisecond,
+		3 * time.Millisecond:   1500 * time.Microsecond,
+		time.Millisecond:       500 * time.Microsecond,
+		-time.Second:           time.Microsecond,
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), c.left)
-		got := time.Duration(timeoutOf(ctx))
-		cancel()
-		if got < c.lo || got > c.hi {
-			t.Errorf("%v left: %v, want %v to %v", c.left, got, c.lo, c.hi)
+		if got := timeoutFor(left); got != want {
+			t.Errorf("%v left: %v, want %v", left, got, want)
 		}
 	}
 }

@@ -185,8 +185,12 @@ func timeoutOf(ctx context.Context) int64 {
 	if !ok {
 		return 0
 	}
-	left := time.Until(dl)
-	return int64(max(left-min(answerMargin, left/2), time.Microsecond))
+	return int64(timeoutFor(time.Until(dl)))
+}
+
+// timeoutFor is timeoutOf for a deadline left from now.
+func timeoutFor(left time.Duration) time.Duration {
+	return max(left-min(answerMargin, left/2), time.Microsecond)
 }
 
 // answerMargin is how much earlier than the caller's deadline the agent is

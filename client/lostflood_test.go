@@ -19,7 +19,9 @@ import (
 // pushes only as fast as the client acknowledges them, and the client,
 // which sends no request meanwhile, acknowledges them alone.
 func TestLostFloodKeepsTheSession(t *testing.T) {
-	const locks = 4000 // about 130 B of notes each: 4 × MaxOutbox
+	// About 130 B of notes each: 4 × MaxOutbox. Taken well within their
+	// TTL, so that they are lost together, while the client sends nothing.
+	const locks = 4000
 	reg := prometheus.NewRegistry()
 	a := startAgents(t, 1, func(cfg *clientport.Config) {
 		cfg.Registerer, cfg.MaxOutbox = reg, 128<<10
@@ -31,7 +33,7 @@ func TestLostFloodKeepsTheSession(t *testing.T) {
 	ls := c.Lockspace("test")
 	held := make([]*Lock, locks)
 	for i := range held {
-		lk, err := ls.Lock(ctx, fmt.Sprintf("flood/%d", i), modes.EX, lockapi.WithTTL(time.Second))
+		lk, err := ls.Lock(ctx, fmt.Sprintf("flood/%d", i), modes.EX, lockapi.WithTTL(3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -289,7 +289,9 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // the client acknowledges what it read: every loss is told once, and the
 // session does not end.
 func TestLostPushesWaitForAcknowledgements(t *testing.T) {
-	const locks = 300 // about 130 B of notes each: 5 × MaxOutbox
+	// About 130 B of notes each: 5 × MaxOutbox. Taken well within their
+	// TTL, so that they are lost together, while the client reads nothing.
+	const locks = 300
 	p := startPort(t, 1, func(c *Config) { c.MaxFrame, c.MaxOutbox = 1024, 8192 })
 	r, w := p.hello2()
 	lost := map[uint64]int{}
@@ -322,7 +324,7 @@ func TestLostPushesWaitForAcknowledgements(t *testing.T) {
 	}
 	read := uint64(1) // the Welcome
 	for i := range locks {
-		id := r.send(&wire.ClientLock{Lockspace: "ls", Resource: fmt.Sprintf("r%d", i), Mode: modes.EX, TTL: int64(time.Second)})
+		id := r.send(&wire.ClientLock{Lockspace: "ls", Resource: fmt.Sprintf("r%d", i), Mode: modes.EX, TTL: int64(2 * time.Second)})
 		g, ok := await(id).(*wire.ClientGrant)
 		if !ok {
 			t.Fatalf("lock %d not granted", i)
