@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // The roles of the five agents in a run.
@@ -134,10 +136,10 @@ func runOnce(ctx context.Context, o options, r int) (result, error) {
 	if fi, err := os.Stat(tail.path); err == nil {
 		tail.off = fi.Size()
 	}
-	var traces *tracing
+	var traces *errgroup.Group
 	if o.trace > 0 {
 		traces = startTraces(ctx, o.trace, dir, c.agents[proberAgent], c.agents[masterAgent])
-		defer func() { _ = traces.wait() }()
+		defer func() { _ = traces.Wait() }()
 		if err := sleep(ctx, 100*time.Millisecond); err != nil { // the traces under way
 			return x, err
 		}
@@ -159,7 +161,7 @@ func runOnce(ctx context.Context, o options, r int) (result, error) {
 	x.across = summarizeOps(p.take())
 	x.maxFromCommit = x.across.maxAt.Sub(rec.commit)
 	if traces != nil {
-		if err := traces.wait(); err != nil {
+		if err := traces.Wait(); err != nil {
 			return x, err
 		}
 		x.traced = true

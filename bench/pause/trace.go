@@ -6,44 +6,24 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
-// tracing is the execution traces being recorded from some agents.
-type tracing struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	errs []error
-}
-
 // startTraces records d of execution trace from each agent's
-// /debug/pprof/trace into dir/trace-NAME.out.
-func startTraces(ctx context.Context, d time.Duration, dir string, agents ...*agent) *tracing {
-	t := &tracing{}
+// /debug/pprof/trace into dir/trace-NAME.out; Wait gives the first error.
+func startTraces(ctx context.Context, d time.Duration, dir string, agents ...*agent) *errgroup.Group {
+	var g errgroup.Group
 	for _, a := range agents {
-		t.wg.Add(1)
-		go func() {
-			defer t.wg.Done()
+		g.Go(func() error {
 			if err := fetchTrace(ctx, d, a, filepath.Join(dir, "trace-"+a.name+".out")); err != nil {
-				t.mu.Lock()
-				t.errs = append(t.errs, fmt.Errorf("trace of %s: %w", a.name, err))
-				t.mu.Unlock()
+				return fmt.Errorf("trace of %s: %w", a.name, err)
 			}
-		}()
+			return nil
+		})
 	}
-	return t
-}
-
-// wait waits for every trace and returns the first error.
-func (t *tracing) wait() error {
-	t.wg.Wait()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.errs) > 0 {
-		return t.errs[0]
-	}
-	return nil
+	return &g
 }
 
 func fetchTrace(ctx context.Context, d time.Duration, a *agent, path string) error {
