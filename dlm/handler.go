@@ -225,6 +225,7 @@ func (n *Node) onLockRequest(from *member, m *wire.LockRequest, ls *Lockspace, h
 	n.masterRequest(from, ls, h, m.Lock, master.Request{
 		Resource: m.Resource, Lock: master.LockID{Node: from.id, ID: m.Lock}, Owner: master.OwnerID(m.Owner),
 		Mode: m.Mode, Flags: master.Flags(m.Flags), Timeout: ticks(time.Duration(m.Timeout)), TTL: ticks(time.Duration(m.TTL)),
+		Session: m.Session,
 	})
 }
 
@@ -302,13 +303,19 @@ func (n *Node) onCancelRequest(from *member, m *wire.CancelRequest, ls *Lockspac
 	_ = ls.tableCancel(sh, master.LockID{Node: from.id, ID: m.Lock}, master.OwnerID(m.Owner))
 }
 
-// onRenew restarts the TTL of each lock in the batch and answers with a
-// granted completion when every one of them was renewed, expired when one
-// was not (the table no longer has it). While this node rebuilds buckets,
-// a lock not found may be in one of them: the renewal then waits for the
-// end of the rebuild (the locks found are renewed now, and again then).
+// onRenew renews the sender's session, if the message names one, in every
+// table of the lockspace, and restarts the TTL of each lock in the batch.
+// It answers with a granted completion when every lock was renewed,
+// expired when one was not (the table no longer has it). While this node
+// rebuilds buckets, a lock not found may be in one of them: the renewal
+// then waits for the end of the rebuild (the locks found are renewed now,
+// and again then). A session needs no such wait: a lock of it rebuilt
+// here joins its lease with a TTL counted from then.
 func (n *Node) onRenew(from *member, in transport.Inbound, m *wire.Renew, ls *Lockspace, replay bool) {
 	status := wire.StatusGranted
+	if m.Session != 0 {
+		ls.renewSession(from.id, m.Session)
+	}
 	for _, id := range m.Locks {
 		if !ls.renew(master.LockID{Node: from.id, ID: id}) {
 			status = wire.StatusExpired
@@ -320,8 +327,25 @@ func (n *Node) onRenew(from *member, in transport.Inbound, m *wire.Renew, ls *Lo
 			return // an older renewal is resent by its holder; this one waits
 		}
 	}
-	if in.ReplyTo.IsRequest() {
+	switch {
+	case !in.ReplyTo.IsRequest():
+	case len(m.Locks) == 0:
+		_ = n.links.Reply(in.ReplyTo, &wire.Ack{Epoch: n.epoch()}) // a Completion names a lock
+	default:
 		_ = n.links.Reply(in.ReplyTo, &wire.Completion{Epoch: n.epoch(), Lockspace: m.Lockspace, Lock: m.Locks[0], Status: status})
+	}
+}
+
+// renewSession renews a node's session in every shard's table that keeps
+// a lease of it.
+func (ls *Lockspace) renewSession(node master.NodeID, session uint64) {
+	now := ls.node.now()
+	for _, sh := range ls.shards {
+		sh.mu.Lock()
+		sh.table.Tick(now)
+		sh.table.RenewSession(node, session)
+		ls.deliver(sh)
+		sh.mu.Unlock()
 	}
 }
 

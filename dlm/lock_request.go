@@ -132,7 +132,7 @@ func (lk *Lock) startRequest(ctx context.Context, o lockOpts) error {
 	if lk.local() {
 		res, err := lk.ls.tableRequest(lk.sh, master.Request{
 			Resource: lk.resource, Lock: lk.key(), Owner: lk.ownerID(), Mode: lk.want,
-			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.masterTTL()),
+			Flags: o.tableFlags(), Timeout: ticks(timeout), TTL: ticks(lk.masterTTL()), Session: lk.masterSession(),
 			Permits: lk.semPermits(), Count: lk.semCount(),
 		})
 		if err != nil {
@@ -193,7 +193,7 @@ func (lk *Lock) sendPending(p *pendingReq) {
 		sh.req = wire.LockRequest{
 			Epoch: lk.ls.node.epoch(), Lockspace: lk.ls.name, Resource: lk.resource, Lock: lk.id,
 			Owner: uint64(lk.ownerID()), Mode: lk.want, Flags: uint32(p.flags),
-			Timeout: int64(timeout), TTL: int64(lk.masterTTL()),
+			Timeout: int64(timeout), TTL: int64(lk.masterTTL()), Session: lk.masterSession(),
 		}
 		m = &sh.req
 	}

@@ -241,7 +241,7 @@ func (n *Node) maxLVB() int {
 func (n *Node) startMembership() error {
 	mc := membership.DefaultConfig()
 	mc.Name, mc.ClusterID, mc.BootID = n.cfg.Name, n.cfg.ClusterID, n.bootID
-	mc.ProtocolVersion = wire.Version
+	mc.ProtocolVersion = wire.LinkVersion
 	mc.LinkAddr = n.self.linkAddr
 	mc.Seeds = n.cfg.Seeds
 	mc.SecretKey = n.cfg.GossipKey

@@ -656,6 +656,7 @@ func (lk *Lock) reportLocked(sh *shard) (wire.ReportedLock, bool) {
 	rl := wire.ReportedLock{
 		Resource: lk.resource, Lock: lk.id, Owner: uint64(lk.ownerID()),
 		Granted: lk.mode, Requested: lk.mode, Token: lk.token, TTL: int64(lk.masterTTL()),
+		Session: lk.masterSession(),
 	}
 	switch lk.state {
 	case stWaiting:
@@ -863,7 +864,7 @@ func reportedStates(node master.NodeID, rls []wire.ReportedLock) []master.LockSt
 		out[i] = master.LockState{
 			Resource: rl.Resource, Lock: master.LockID{Node: node, ID: rl.Lock}, Owner: master.OwnerID(rl.Owner),
 			Queue: master.Queue(rl.Queue), Granted: rl.Granted, Requested: rl.Requested, Token: rl.Token,
-			TTL: ticks(time.Duration(rl.TTL)),
+			TTL: ticks(time.Duration(rl.TTL)), Session: rl.Session,
 		}
 		if rl.LVBFlags&wire.LVBPresent != 0 {
 			start := len(data)

@@ -366,8 +366,19 @@ func (lk *Lock) masterTTL() time.Duration {
 	return lk.session.ttl
 }
 
+// masterSession is the session whose lease the lock's master keeps it by,
+// 0 when it keeps the lock by a TTL of the lock's own: a lock's own TTL,
+// and a semaphore's permits, are renewed by id.
+func (lk *Lock) masterSession() uint64 {
+	if lk.session == nil || lk.ttl() > 0 || lk.semPermits() != 0 {
+		return 0
+	}
+	return lk.session.id
+}
+
 // Renew restarts the TTL of every lock of the session at its master (one
-// message per master and lockspace) and extends the holder's lease from
+// message per master and lockspace, naming the session rather than its
+// locks) and extends the holder's lease from
 // the moment it was sent. It fails, extending nothing, if a master could
 // not be reached (ErrUnavailable) or this node has no quorum; a lock a
 // master no longer has was lost on its own, and its holder told.
@@ -389,7 +400,7 @@ func (s *Session) Renew(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	if err := n.renewAll(ctx, locks); err != nil {
+	if err := n.renewAll(ctx, s.id, locks); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -410,26 +421,54 @@ type renewTarget struct {
 	lockspace string
 }
 
+// renewing is what one Renew message to a target carries: the session, if
+// the target masters a lock kept by its lease, and the ids of the locks it
+// keeps by their own.
+type renewing struct {
+	session bool
+	ids     []uint64
+}
+
 // renewAll renews locks at their masters: the local ones in the tables,
 // the others in one Renew per master and lockspace (several if they are
-// more than a message carries), all at once.
-func (n *Node) renewAll(ctx context.Context, locks []*Lock) error {
-	remote := map[renewTarget][]uint64{}
+// more than a message carries), all at once. A lock kept by session's
+// lease (masterSession) is renewed with the lease, once per table or
+// target; the others by id.
+func (n *Node) renewAll(ctx context.Context, session uint64, locks []*Lock) error {
+	remote := map[renewTarget]*renewing{}
 	local := map[*shard][]*Lock{}
 	for _, lk := range locks {
-		if m := lk.masterName(); m == n.self.name {
+		m := lk.masterName()
+		if m == n.self.name {
 			local[lk.sh] = append(local[lk.sh], lk)
+			continue
+		}
+		t := renewTarget{m, lk.ls.name}
+		r := remote[t]
+		if r == nil {
+			r = &renewing{}
+			remote[t] = r
+		}
+		if lk.masterSession() != 0 {
+			r.session = true
 		} else {
-			t := renewTarget{m, lk.ls.name}
-			remote[t] = append(remote[t], lk.id)
+			r.ids = append(r.ids, lk.id)
 		}
 	}
 	now := n.now()
 	for sh, lks := range local {
 		sh.mu.Lock()
 		sh.table.Tick(now)
+		leased := false
 		for _, lk := range lks {
-			_ = sh.table.Renew(lk.key()) // unknown: released already, and said so
+			if lk.masterSession() == 0 {
+				_ = sh.table.Renew(lk.key()) // unknown: released already, and said so
+			} else if !leased {
+				leased = true
+				// None: no lock of the session was granted there since
+				// its lease ended, and the locks that had been were lost.
+				_ = sh.table.RenewSession(n.self.id, session)
+			}
 		}
 		lks[0].ls.deliver(sh)
 		sh.mu.Unlock()
@@ -439,20 +478,28 @@ func (n *Node) renewAll(ctx context.Context, locks []*Lock) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	per := wire.DefaultLimits().MaxRenew // the links' limits (startLinks)
-	for t, ids := range remote {
-		for len(ids) > 0 {
+	for t, r := range remote {
+		var leased uint64
+		if r.session {
+			leased = session
+		}
+		ids := r.ids
+		for first := true; first || len(ids) > 0; first = false {
 			batch := ids[:min(len(ids), per)]
 			ids = ids[len(batch):]
-			g.Go(func() error { return n.renewAt(ctx, t, batch) })
+			g.Go(func() error { return n.renewAt(ctx, t, leased, batch) })
 		}
 	}
 	return g.Wait()
 }
 
-func (n *Node) renewAt(ctx context.Context, t renewTarget, ids []uint64) error {
-	reply, err := n.links.Call(ctx, t.master, &wire.Renew{Epoch: n.epoch(), Lockspace: t.lockspace, Locks: ids})
+func (n *Node) renewAt(ctx context.Context, t renewTarget, session uint64, ids []uint64) error {
+	reply, err := n.links.Call(ctx, t.master, &wire.Renew{Epoch: n.epoch(), Lockspace: t.lockspace, Session: session, Locks: ids})
 	if err != nil {
 		return fmt.Errorf("%w: renew at %s: %w", ErrUnavailable, t.master, err)
+	}
+	if _, ok := reply.(*wire.Ack); ok && len(ids) == 0 {
+		return nil // the session alone, renewed
 	}
 	c, ok := reply.(*wire.Completion)
 	switch {

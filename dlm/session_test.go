@@ -3,12 +3,14 @@ package dlm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seed-a6839e30/dlm/modes"
+	"github.com/seed-a6839e30/dlm/transport/wire"
 )
 
 func mustSession(t testing.TB, n *Node, ttl time.Duration) *Session {
@@ -260,6 +262,61 @@ func TestSessionUnlockLeaves(t *testing.T) {
 		}
 		if err := s.Renew(bg); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestSessionRenewalNamesTheSession: a session's renewal is one message per
+// master and lockspace, naming the session rather than its locks, however
+// many locks the session has there, and it keeps every one of them alive
+// at the master past the TTL.
+func TestSessionRenewalNamesTheSession(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
+		i := 0
+		c := startMem(t, 3, func(cfg *Config) {
+			cfg.Registerer = regs[i]
+			i++
+		})
+		defer c.close()
+		const ttl = 3 * time.Second
+		s := mustSession(t, c.nodes[0], ttl)
+		defer s.Close()
+		// More locks at one master than one Renew of ids carries.
+		n := wire.DefaultLimits().MaxRenew + 100
+		var names []string
+		for j := 0; len(names) < n; j++ {
+			if name := fmt.Sprintf("renew-%d", j); c.ls[0].MasterOf(name) == c.nodes[1].Name() {
+				names = append(names, name)
+			}
+		}
+		locks := make([]*Lock, n)
+		for j, name := range names {
+			locks[j] = mustLock(t, c.ls[0], name, modes.PR, InSession(s))
+		}
+		sent := func(name string) float64 {
+			return metricValue(t, regs[0], name, map[string]string{"type": "renew"})
+		}
+		msgs, bytes := sent("dlm_transport_messages_sent_total"), sent("dlm_transport_bytes_sent_total")
+		for range 3 { // past the TTL, each renewal within it
+			time.Sleep(ttl / 2)
+			if err := s.Renew(bg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m, b := sent("dlm_transport_messages_sent_total")-max(msgs, 0), sent("dlm_transport_bytes_sent_total")-max(bytes, 0); m != 3 || b > 3*64 {
+			t.Fatalf("3 renewals of %d locks at one master sent %v messages of %v bytes, want 3 naming no lock", n, m, b)
+		}
+		for _, j := range []int{0, n / 2, n - 1} {
+			rs, ok := c.ls[1].Dump(names[j])
+			if !ok || len(rs.Granted) != 1 || rs.Granted[0].TTL <= ttl/3 {
+				t.Fatalf("%s at its master after the renewals: %+v", names[j], rs)
+			}
+		}
+		select {
+		case <-locks[n-1].Lost():
+			t.Fatal("a lock of the renewed session was lost")
+		default:
 		}
 	})
 }

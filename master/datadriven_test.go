@@ -20,15 +20,16 @@ import (
 //
 //	new [max-lvb=N] [max-name=N] [max-locks=N] [max-waiters=N]
 //	request res=NAME lock=N/ID [owner=O] mode=M [flags=a,b] [timeout=T] [ttl=T]
-//	        [permits=P count=C]    (C permits of a semaphore of P)
+//	        [session=S] [permits=P count=C]    (C permits of a semaphore of P)
 //	convert lock=N/ID [owner=O] mode=M [flags=a,b] [timeout=T] [lvb=write:TEXT|invalidate]
 //	release lock=N/ID [owner=O] [lvb=write:TEXT|invalidate]
 //	cancel  lock=N/ID [owner=O]
 //	renew   lock=N/ID
+//	renew-session node=N session=S
 //	tick now=T
 //	purge node=N
 //	restore res=NAME lock=N/ID [owner=O] queue=granted|converting|waiting
-//	        [granted=M] requested=M [token=K] [ttl=T] [lvb=SEQ:TEXT [lvb-invalid]]
+//	        [granted=M] requested=M [token=K] [ttl=T] [session=S] [lvb=SEQ:TEXT [lvb-invalid]]
 //	        [permits=P count=C]    (requested defaults to NL with permits)
 //	restore-value res=NAME seq=SEQ data=TEXT [invalid]
 //	finish-recovery
@@ -183,7 +184,7 @@ func runCommand(t *testing.T, tbl *Table, cmd string, a args) string {
 		res, err := tbl.Request(Request{
 			Resource: a["res"], Lock: a.lock(t), Owner: OwnerID(a.num(t, "owner")),
 			Mode: a.mode(t, "mode"), Flags: a.flags(t),
-			Timeout: Tick(a.num(t, "timeout")), TTL: Tick(a.num(t, "ttl")),
+			Timeout: Tick(a.num(t, "timeout")), TTL: Tick(a.num(t, "ttl")), Session: a.num(t, "session"),
 			Permits: uint32(a.num(t, "permits")), Count: uint32(a.num(t, "count")),
 		})
 		return resultText(res, err)
@@ -201,6 +202,8 @@ func runCommand(t *testing.T, tbl *Table, cmd string, a args) string {
 		return errText(tbl.Cancel(a.lock(t), OwnerID(a.num(t, "owner"))))
 	case "renew":
 		return errText(tbl.Renew(a.lock(t)))
+	case "renew-session":
+		return fmt.Sprintf("renewed=%v\n", tbl.RenewSession(NodeID(a.num(t, "node")), a.num(t, "session")))
 	case "tick":
 		tbl.Tick(Tick(a.num(t, "now")))
 		return fmt.Sprintf("now=%d\n", tbl.Now())
@@ -236,7 +239,7 @@ func runCommand(t *testing.T, tbl *Table, cmd string, a args) string {
 func (a args) lockState(t *testing.T) LockState {
 	ls := LockState{
 		Resource: a["res"], Lock: a.lock(t), Owner: OwnerID(a.num(t, "owner")),
-		Token: a.num(t, "token"), TTL: Tick(a.num(t, "ttl")),
+		Token: a.num(t, "token"), TTL: Tick(a.num(t, "ttl")), Session: a.num(t, "session"),
 		Permits: uint32(a.num(t, "permits")), Count: uint32(a.num(t, "count")),
 	}
 	if _, ok := a["requested"]; ok || ls.Permits == 0 {

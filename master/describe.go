@@ -3,6 +3,7 @@ package master
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -34,6 +35,9 @@ func (ls LockState) String() string {
 	}
 	if ls.Expires != 0 {
 		fmt.Fprintf(&b, " expires=%d", ls.Expires)
+	}
+	if ls.Session != 0 {
+		fmt.Fprintf(&b, " session=%d", ls.Session)
 	}
 	return b.String()
 }
@@ -90,7 +94,26 @@ func (t *Table) Dump() string {
 		t.dumpQueue(&b, rs, QueueConverting)
 		t.dumpQueue(&b, rs, QueueWaiting)
 	}
+	t.dumpLeases(&b)
 	return b.String()
+}
+
+// dumpLeases renders the sessions' leases, by node and session, each with
+// the ids of its locks granted, in order.
+func (t *Table) dumpLeases(b *strings.Builder) {
+	for _, node := range slices.Sorted(maps.Keys(t.nodes)) {
+		ns := t.nodes[node]
+		for _, session := range slices.Sorted(maps.Keys(ns.leases)) {
+			ls := ns.leases[session]
+			ids := slices.Compact(slices.Sorted(slices.Values(ls.ids)))
+			ids = slices.DeleteFunc(ids, func(id uint64) bool { return !ls.holds(ns.locks[id]) })
+			fmt.Fprintf(b, "session n%d/%d ttl=%d expires=%d locks=%v", node, session, ls.tm.ttl, ls.tm.expires, ids)
+			if ls.waiting > 0 {
+				fmt.Fprintf(b, " waiting=%d", ls.waiting)
+			}
+			b.WriteString("\n")
+		}
+	}
 }
 
 func (t *Table) dumpQueue(b *strings.Builder, rs ResourceState, q Queue) {

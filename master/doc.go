@@ -4,7 +4,8 @@
 // # A pure state machine
 //
 // A Table has no goroutines, clock, network or context. Calls go in
-// (Request, Convert, Release, Cancel, Renew, Tick, and the recovery calls);
+// (Request, Convert, Release, Cancel, Renew, RenewSession, Tick, and the
+// recovery calls);
 // what they cause comes out. The call's own outcome is its return value;
 // what it did to other locks (a queued request granted, a conversion failed,
 // a holder asked to give way) accumulates as Effects, which the caller takes
@@ -57,6 +58,18 @@
 // EffectBlocking carrying the strongest mode it blocks. A lock hears once
 // per blocking episode: again only for a stronger mode, or after it is
 // granted anew, which starts a new episode (the Linux DLM's highbast rule).
+//
+// # TTLs and sessions
+//
+// A lock with a TTL is released by Tick (EffectReleased, ErrExpired) once
+// its TTL has passed since its grant or its last Renew. A lock in a
+// session of its node (Request.Session) lives instead by the session's
+// lease in the table: a granted lock of the session points at the lease's
+// one timer and costs the lease an id, and RenewSession renews every lock
+// of the session at once. The lease runs out a TTL after its last renewal
+// or its latest grant, whichever is later, and takes the session's granted
+// and converting locks with it; a request of the session still waiting
+// then stays, and its TTL runs from its grant.
 //
 // # Semaphores
 //

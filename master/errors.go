@@ -17,6 +17,9 @@ var (
 	// ErrInvalidFlags: a flag combination that makes no sense (EXPEDITE on a
 	// mode other than NL, QUECVT on a new request, and the like).
 	ErrInvalidFlags = errors.New("master: invalid flag combination")
+	// ErrInvalidSession: a lock in a session without a TTL, or a
+	// semaphore request in a session.
+	ErrInvalidSession = errors.New("master: invalid session")
 	// ErrLockExists: a new request reused the id of a lock the table holds.
 	ErrLockExists = errors.New("master: lock id already in use")
 	// ErrUnknownLock: a convert, release, cancel or renew named a lock the

@@ -99,12 +99,22 @@ func (t *Table) grantLock(r *resource, l *lock, from modes.Mode, isNew bool) (re
 		res.LVBRead = true
 		res.LVB = r.readLVB()
 	}
-	if l.timer != nil {
-		l.timer.deadline = 0
-		if l.timer.ttl > 0 && isNew {
-			l.timer.expires = t.now + l.timer.ttl
+	if tm := l.timer; tm != nil && tm.lock == l {
+		tm.deadline = 0
+		switch ls := tm.lease; {
+		case isNew && ls != nil:
+			tm.ttl, tm.lease = 0, nil
+			t.timers.update(tm)
+			t.releaseIdleTimer(l)
+			t.joinLease(l, ls)
+			t.leaveWaiting(ls) // after the join: a lease left dormant and unwaited goes
+		case isNew && tm.ttl > 0:
+			tm.expires = t.now + tm.ttl
+			fallthrough
+		default:
+			t.timers.update(tm)
+			t.releaseIdleTimer(l)
 		}
-		t.timers.update(l.timer)
 	}
 	res.Status, res.Mode, res.Token = Granted, to, l.token
 	return res

@@ -70,6 +70,9 @@ func (t *Table) Request(req Request) (Result, error) {
 	if err := t.checkName(req.Resource); err != nil {
 		return Result{}, err
 	}
+	if req.Session != 0 && (req.TTL == 0 || req.Permits != 0 || req.Count != 0) {
+		return Result{}, fmt.Errorf("%w: session %d: a lock of a session needs its TTL, and a semaphore takes none", ErrInvalidSession, req.Session)
+	}
 	if req.Permits != 0 || req.Count != 0 {
 		return t.requestPermits(req)
 	}
@@ -101,13 +104,24 @@ func (t *Table) Request(req Request) (Result, error) {
 	l := t.newLock(req.Lock, req.Owner, r)
 	l.rq = req.Mode
 	t.addLock(l, ns)
-	if req.TTL > 0 || req.Timeout > 0 {
-		l.timer = &timer{lock: l, ttl: req.TTL}
+	now := r.canGrantNew(req.Mode, req.Flags)
+	var ls *lease
+	if req.Session != 0 {
+		ls = t.sessionLease(ns, req.Lock.Node, req.Session, req.TTL)
+	}
+	if req.Timeout > 0 || (req.TTL > 0 && (ls == nil || !now)) {
+		l.timer = &timer{lock: l, ttl: req.TTL, lease: ls, index: -1}
+		if ls != nil {
+			ls.waiting++ // until granted: grantLock joins it to the lease
+		}
 		if req.Timeout > 0 {
 			l.timer.deadline = t.now + req.Timeout
 		}
 	}
-	if r.canGrantNew(req.Mode, req.Flags) {
+	if now {
+		if ls != nil && l.timer == nil {
+			t.joinLease(l, ls)
+		}
 		res := t.grantLock(r, l, modes.NL, true)
 		return res, nil
 	}
@@ -307,9 +321,10 @@ func (t *Table) endQueued(r *resource, l *lock, err error) {
 	t.unlink(r, l)
 	l.rq = l.mode
 	r.setGranted(l, l.mode)
-	if l.timer != nil {
-		l.timer.deadline = 0
-		t.timers.update(l.timer)
+	if tm := l.timer; tm != nil && tm.lock == l {
+		tm.deadline = 0
+		t.timers.update(tm)
+		t.releaseIdleTimer(l)
 	}
 	t.grantPending(r)
 }
@@ -358,7 +373,7 @@ func (t *Table) Renew(id LockID) error {
 	if err != nil {
 		return err
 	}
-	if l.timer != nil && l.timer.ttl > 0 && l.queue != QueueWaiting {
+	if tm := l.timer; tm != nil && tm.lock == l && tm.ttl > 0 && l.queue != QueueWaiting {
 		l.timer.expires = t.now + l.timer.ttl
 		t.timers.update(l.timer)
 	}

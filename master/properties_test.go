@@ -107,6 +107,9 @@ func (m *tableMachine) Request(rt *rapid.T) {
 	if m.edgesOnly {
 		req.Timeout, req.TTL = 0, 0
 	}
+	if req.TTL > 0 {
+		req.Session = uint64(rapid.IntRange(0, 2).Draw(rt, "session"))
+	}
 	switch rapid.IntRange(0, 5).Draw(rt, "flags") {
 	case 0:
 		req.Flags = NoQueue
@@ -189,6 +192,39 @@ func (m *tableMachine) Tick(rt *rapid.T) {
 	}
 	m.t.Tick(m.t.Now() + Tick(rapid.IntRange(0, 4).Draw(rt, "dt")))
 	m.step(rt)
+}
+
+func (m *tableMachine) RenewSession(rt *rapid.T) {
+	if m.edgesOnly {
+		rt.Skip("edges only")
+	}
+	m.t.RenewSession(rapid.SampledFrom(propNodes).Draw(rt, "node"), uint64(rapid.IntRange(1, 2).Draw(rt, "session")))
+	m.step(rt)
+}
+
+// checkLeases: every granted lock of a session is listed by its lease and
+// expires with it, after now (Tick released what was due); a lease's timer
+// is in the heap exactly while it has an expiry, and a dormant lease has
+// requests waiting.
+func (m *tableMachine) checkLeases(rt *rapid.T) {
+	t := m.t
+	for _, ns := range t.nodes {
+		for id, l := range ns.locks {
+			ls := l.leaseOf()
+			if ls == nil || l.queue == QueueWaiting {
+				continue
+			}
+			if !slices.Contains(ls.ids, id) || ls.tm.expires <= t.now || ns.leases[ls.session] != ls {
+				rt.Fatalf("lock %v of session %d: listed %v, lease expires %d at %d", l.key(), ls.session, slices.Contains(ls.ids, id), ls.tm.expires, t.now)
+			}
+		}
+		for _, ls := range ns.leases {
+			inHeap := ls.tm.index >= 0 && int(ls.tm.index) < len(t.timers.h) && t.timers.h[ls.tm.index] == &ls.tm
+			if inHeap != (ls.tm.expires != 0) || (ls.tm.expires == 0 && ls.waiting <= 0) {
+				rt.Fatalf("lease n%d/%d: in heap %v, expires %d, waiting %d", ls.node, ls.session, inHeap, ls.tm.expires, ls.waiting)
+			}
+		}
+	}
 }
 
 func (m *tableMachine) Purge(rt *rapid.T) {
@@ -316,6 +352,7 @@ func (m *tableMachine) step(rt *rapid.T) {
 	m.checkTokens(rt)
 	m.check(rt)
 	m.checkEdges(rt)
+	m.checkLeases(rt)
 	m.stepStart = m.seq
 }
 

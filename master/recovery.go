@@ -25,10 +25,16 @@ func (t *Table) state(l *lock) LockState {
 	if l.queue == QueueWaiting {
 		ls.Granted = modes.NL
 	}
-	if tm := l.timer; tm != nil {
+	if tm := l.timer; tm != nil && tm.lock == l {
 		ls.Deadline, ls.Expires, ls.TTL = tm.deadline, tm.expires, tm.ttl
 		if l.queue != QueueGranted {
 			ls.Since = tm.since
+		}
+	}
+	if lease := l.leaseOf(); lease != nil {
+		ls.Session, ls.TTL = lease.session, lease.tm.ttl
+		if l.queue != QueueWaiting {
+			ls.Expires = lease.tm.expires
 		}
 	}
 	if l.res.isSem() {
@@ -216,6 +222,9 @@ func prefetch(locks []*lock) (sink uint8) {
 // forgetNode drops what the table remembers of node, so that a restarted
 // node may count its lock ids from the beginning again.
 func (t *Table) forgetNode(node NodeID) {
+	if ns := t.nodes[node]; ns != nil {
+		t.forgetLeases(ns)
+	}
 	delete(t.nodes, node)
 	if t.lastNode == node {
 		t.lastStats = nil
@@ -279,6 +288,9 @@ type restoreInfo struct {
 // for the resource's value; the one with the highest sequence wins (of
 // equal ones, a valid one).
 func (t *Table) Restore(ls LockState) error {
+	if ls.Session != 0 && (ls.TTL == 0 || ls.Permits != 0 || ls.Count != 0) {
+		return fmt.Errorf("%w: session %d: a lock of a session needs its TTL, and a semaphore takes none", ErrInvalidSession, ls.Session)
+	}
 	if ls.Permits != 0 || ls.Count != 0 {
 		return t.restorePermits(ls)
 	}
@@ -306,12 +318,19 @@ func (t *Table) Restore(ls LockState) error {
 	default:
 		r.setGranted(l, ls.Granted)
 	}
-	if ls.TTL > 0 && ls.Queue != QueueWaiting {
-		if l.timer == nil {
-			l.timer = &timer{lock: l, index: -1}
-		}
-		l.timer.ttl, l.timer.expires = ls.TTL, t.now+ls.TTL
-		t.timers.update(l.timer)
+	switch {
+	case ls.TTL == 0:
+	case ls.Session != 0 && ls.Queue == QueueWaiting:
+		l.timer.ttl, l.timer.lease = ls.TTL, t.sessionLease(t.node(l.node), l.node, ls.Session, ls.TTL)
+		l.timer.lease.waiting++ // until granted
+	case ls.Session != 0:
+		t.joinLease(l, t.sessionLease(t.node(l.node), l.node, ls.Session, ls.TTL))
+	case ls.Queue == QueueWaiting:
+		l.timer.ttl = ls.TTL // from its grant
+	default:
+		tm := t.ensureTimer(l)
+		tm.ttl, tm.expires = ls.TTL, t.now+ls.TTL
+		t.timers.update(tm)
 	}
 	if ls.LVB != nil && ls.Queue != QueueWaiting && ls.Granted > modes.CR {
 		info.offer(*ls.LVB)

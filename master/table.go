@@ -50,8 +50,9 @@ type lvbState struct {
 // 16, and makes purging a node cost its own locks only), and the highest id
 // it has used.
 type nodeStats struct {
-	maxID uint64
-	locks map[uint64]*lock
+	maxID  uint64
+	locks  map[uint64]*lock
+	leases map[uint64]*lease // by session; nil until the node's first
 }
 
 // Table is the lock table of the resources one node masters in one lockspace.
@@ -69,9 +70,9 @@ type Table struct {
 	lastStats *nodeStats
 
 	now       Tick
-	lastToken uint64 // last fencing token issued, by any resource
-	floor     uint64 // tokens issued from now on are above this
-	timers    timerHeap
+	lastToken uint64    // last fencing token issued, by any resource
+	floor     uint64    // tokens issued from now on are above this
+	timers    timerHeap // of locks and of sessions' leases
 
 	// queued is the sentinel of the list of queued requests and conversions
 	// (through their timers), in the order they were queued, so oldest
@@ -189,11 +190,13 @@ func (t *Table) addLock(l *lock, ns *nodeStats) {
 func (t *Table) dropLock(l *lock) {
 	delete(t.node(l.node).locks, l.id)
 	t.nlocks--
-	if l.timer != nil {
-		l.timer.dequeue()
-		t.timers.remove(l.timer)
-		l.timer.lock = nil
-		l.timer = nil
+	if tm := l.timer; tm != nil && tm.lock == l {
+		if tm.lease != nil && tm.ttl != 0 { // a new request of the session, not granted
+			t.leaveWaiting(tm.lease)
+		}
+		tm.dequeue()
+		t.timers.remove(tm)
+		tm.lock, tm.lease = nil, nil
 	}
 	*l = lock{}
 	if len(t.freeLocks) < freeListCap {

@@ -13,8 +13,13 @@ type timer struct {
 	deadline Tick // queued request fails at this tick; 0 = none
 	expires  Tick // granted lock is released at this tick; 0 = none
 	ttl      Tick
-	index    int    // position in the heap, -1 when not in it
+	index    int32  // position in the heap, -1 when not in it
 	count    uint32 // the permits of a lock on a semaphore; 0 otherwise
+	// lease is the session's lease (lease.go): of a lease's own timer, that
+	// lease; of a lock's, the lease the lock lives by or, while a new request
+	// of the session waits (ttl then the session's TTL, and only then not
+	// 0 with a lease), the one it will join when granted. nil otherwise.
+	lease *lease
 
 	// While a request is queued: its generation (unique in the table, never
 	// 0; it tells this queued request from any other request of the same
@@ -45,11 +50,11 @@ func (s timerSlice) Len() int           { return len(s) }
 func (s timerSlice) Less(i, j int) bool { return s[i].at() < s[j].at() }
 func (s timerSlice) Swap(i, j int) {
 	s[i], s[j] = s[j], s[i]
-	s[i].index, s[j].index = i, j
+	s[i].index, s[j].index = int32(i), int32(j)
 }
 func (s *timerSlice) Push(x any) {
 	tm := x.(*timer)
-	tm.index = len(*s)
+	tm.index = int32(len(*s))
 	*s = append(*s, tm)
 }
 func (s *timerSlice) Pop() any {
@@ -64,29 +69,30 @@ func (s *timerSlice) Pop() any {
 // update puts tm where its at() says: in the heap at the right place, or out
 // of it when it has nothing left to do.
 func (th *timerHeap) update(tm *timer) {
-	inHeap := tm.index >= 0 && tm.index < len(th.h) && th.h[tm.index] == tm
+	inHeap := tm.index >= 0 && int(tm.index) < len(th.h) && th.h[tm.index] == tm
 	switch {
 	case tm.at() == 0 && inHeap:
-		heap.Remove(&th.h, tm.index)
+		heap.Remove(&th.h, int(tm.index))
 	case tm.at() == 0:
 	case inHeap:
-		heap.Fix(&th.h, tm.index)
+		heap.Fix(&th.h, int(tm.index))
 	default:
 		heap.Push(&th.h, tm)
 	}
 }
 
 func (th *timerHeap) remove(tm *timer) {
-	if tm.index >= 0 && tm.index < len(th.h) && th.h[tm.index] == tm {
-		heap.Remove(&th.h, tm.index)
+	if tm.index >= 0 && int(tm.index) < len(th.h) && th.h[tm.index] == tm {
+		heap.Remove(&th.h, int(tm.index))
 	}
 }
 
 // Tick advances the table's clock to now (it never goes back) and acts on
 // every deadline that has passed: a queued request or conversion past its
-// timeout fails with ErrTimeout; a granted lock past its TTL is released with
-// ErrExpired, its value marked not valid if it was PW or EX (the holder may
-// have been half-way through an update). Effects report both.
+// timeout fails with ErrTimeout; a granted lock past its TTL, or its
+// session's, is released with ErrExpired, its value marked not valid if it
+// was PW or EX (the holder may have been half-way through an update).
+// Effects report both.
 func (t *Table) Tick(now Tick) {
 	if now > t.now {
 		t.now = now
@@ -95,6 +101,10 @@ func (t *Table) Tick(now Tick) {
 		tm := t.timers.h[0]
 		if tm.at() > t.now {
 			return
+		}
+		if tm.isLease() {
+			t.expireLease(tm.lease)
+			continue
 		}
 		l := tm.lock
 		r := l.res

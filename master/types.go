@@ -116,6 +116,11 @@ type Request struct {
 	// TTL releases the lock (ErrExpired) if it is not renewed within this
 	// many ticks of its grant or its last renewal. Zero means no TTL.
 	TTL Tick
+	// Session, when not zero, puts the lock in that session of its node:
+	// TTL is then the session's, and the lock lives by the session's lease,
+	// which RenewSession renews for all its locks at once (Renew does not).
+	// A lock in a session needs a TTL.
+	Session uint64
 	// Permits, when not zero, makes this a request for Count permits of a
 	// semaphore of Permits permits (see semaphore.go), not for a lock in a
 	// mode: Mode must be NL, and of the flags only NoQueue applies.
@@ -268,6 +273,9 @@ type LockState struct {
 	Deadline Tick
 	Expires  Tick
 	TTL      Tick
+	// Session is the session of the lock's node the lock is in, with TTL
+	// and Expires the session's (see Request.Session).
+	Session uint64
 	// Since is the tick the queued request or conversion was queued at
 	// (meaningless on QueueGranted): how long it has waited, for dumps.
 	// Restore ignores it; a restored request is timed from the restore.

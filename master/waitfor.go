@@ -136,9 +136,10 @@ func (t *Table) trackQueued(l *lock) {
 // ensureTimer returns l's timer, giving it one (a recycled one if there is)
 // if it has none.
 func (t *Table) ensureTimer(l *lock) *timer {
-	if l.timer != nil {
+	if l.timer != nil && l.timer.lock == l {
 		return l.timer
 	}
+	ls := l.leaseOf() // a lock of a session keeps naming its lease
 	var tm *timer
 	if n := len(t.freeTimers); n > 0 {
 		tm = t.freeTimers[n-1]
@@ -146,7 +147,7 @@ func (t *Table) ensureTimer(l *lock) *timer {
 	} else {
 		tm = new(timer)
 	}
-	*tm = timer{lock: l, index: -1}
+	*tm = timer{lock: l, index: -1, lease: ls}
 	l.timer = tm
 	return tm
 }
@@ -169,12 +170,27 @@ func (tm *timer) dequeue() {
 // its timer, which holds its permits).
 func (t *Table) leaveQueue(l *lock) {
 	tm := l.timer
-	if tm == nil {
+	if tm == nil || tm.lock != l {
 		return
 	}
 	tm.dequeue()
-	if tm.deadline == 0 && tm.expires == 0 && tm.ttl == 0 && tm.count == 0 {
+	t.releaseIdleTimer(l)
+}
+
+// releaseIdleTimer recycles l's own timer if it serves nothing any more: no
+// deadline, expiry or TTL (so it is not in the heap), no queued request and,
+// for a semaphore lock, no permits. A lock of a session goes back to its
+// lease's timer.
+func (t *Table) releaseIdleTimer(l *lock) {
+	tm := l.timer
+	if tm == nil || tm.lock != l {
+		return
+	}
+	if tm.deadline == 0 && tm.expires == 0 && tm.ttl == 0 && tm.count == 0 && tm.qnext == nil {
 		l.timer = nil
+		if tm.lease != nil {
+			l.timer = &tm.lease.tm
+		}
 		*tm = timer{}
 		if len(t.freeTimers) < freeListCap {
 			t.freeTimers = append(t.freeTimers, tm)

@@ -67,13 +67,13 @@ func waitClosed(c net.Conn) {
 }
 
 func evilHello() *wire.Hello {
-	return &wire.Hello{Version: wire.Version, ClusterID: cluster, Node: "evil", BootID: 666, Session: 1}
+	return &wire.Hello{Version: wire.LinkVersion, ClusterID: cluster, Node: "evil", BootID: 666, Session: 1}
 }
 
 // Each malformed frame closes only its own connection, is counted under its
 // reason, reaches no handler, and the node keeps serving its other peers.
 func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
-	bomb := []byte{0x93, 1, 0xa2, 'l', 's', 0xdd, 0x01, 0x31, 0x2d, 0x00} // Renew, array32 of 20,000,000
+	bomb := []byte{0x94, 1, 0xa2, 'l', 's', 0, 0xdd, 0x01, 0x31, 0x2d, 0x00} // Renew, array32 of 20,000,000
 	cases := []struct {
 		reason string
 		bytes  func(t testing.TB) []byte
@@ -163,7 +163,7 @@ func TestHandshakeRefusals(t *testing.T) {
 		}},
 		{"version", func(t testing.TB) []byte {
 			h := evilHello()
-			h.Version = wire.Version + 1
+			h.Version = wire.LinkVersion + 1
 			return frameOf(t, wire.Header{}, h)
 		}},
 		{"no_hello", blockingFrame},

@@ -18,7 +18,7 @@ import (
 // then holds the peer to the identity its certificate carries (identity.go).
 
 func (l *Links) hello() *wire.Hello {
-	return &wire.Hello{Version: wire.Version, ClusterID: l.cfg.ClusterID, Node: l.cfg.Name, BootID: l.cfg.BootID}
+	return &wire.Hello{Version: wire.LinkVersion, ClusterID: l.cfg.ClusterID, Node: l.cfg.Name, BootID: l.cfg.BootID}
 }
 
 // handshakeError carries the metric reason of a refused handshake.
@@ -142,8 +142,8 @@ func (l *Links) readHello(fr *frameReader) (*wire.Hello, error) {
 		return nil, refuse("no_hello", "%v", errNoHello)
 	}
 	switch {
-	case hello.Version != wire.Version:
-		return nil, refuse("version", "peer %s speaks version %d, this node %d", hello.Node, hello.Version, wire.Version)
+	case hello.Version != wire.LinkVersion:
+		return nil, refuse("version", "peer %s speaks version %d, this node %d", hello.Node, hello.Version, wire.LinkVersion)
 	case hello.ClusterID != l.cfg.ClusterID:
 		return nil, refuse("cluster", "peer %s is in cluster %q, this node in %q", hello.Node, hello.ClusterID, l.cfg.ClusterID)
 	case hello.Node == l.cfg.Name:

@@ -109,7 +109,7 @@ func TestLinksRefuseWrongCertificates(t *testing.T) {
 	stop := background(nodes)
 
 	hello := func(name string) *wire.Hello {
-		return &wire.Hello{Version: wire.Version, ClusterID: cluster, Node: name, BootID: 666, Session: 1}
+		return &wire.Hello{Version: wire.LinkVersion, ClusterID: cluster, Node: name, BootID: 666, Session: 1}
 	}
 	past := time.Now().Add(-48 * time.Hour)
 	for _, tc := range []struct {
@@ -381,7 +381,7 @@ func TestTLSRotation(t *testing.T) {
 		callOK(t, b, "a", uint64(30+i))
 	}
 	before := counter(t, b.reg, "dlm_transport_handshakes_rejected_total", "reason", "tls")
-	intruderAs(t, b.addr, []tls.Certificate{ca1.node(t, "a")}, &wire.Hello{Version: wire.Version, ClusterID: cluster, Node: "a", BootID: 9, Session: 1})
+	intruderAs(t, b.addr, []tls.Certificate{ca1.node(t, "a")}, &wire.Hello{Version: wire.LinkVersion, ClusterID: cluster, Node: "a", BootID: 9, Session: 1})
 	if got := counter(t, b.reg, "dlm_transport_handshakes_rejected_total", "reason", "tls") - before; got != 1 {
 		t.Errorf("a certificate of the dropped CA: tls refusals went up by %v, want 1", got)
 	}

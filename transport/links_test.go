@@ -61,7 +61,7 @@ func TestUnknownPeerAndInvalidMessage(t *testing.T) {
 		if _, err := a.links.Call(context.Background(), "b", &wire.Ping{}); !errors.Is(err, transport.ErrReserved) {
 			t.Fatalf("Call with a Ping: %v", err)
 		}
-		hello := &wire.Hello{Version: wire.Version, ClusterID: cluster, Node: "a", BootID: 1, Session: 1}
+		hello := &wire.Hello{Version: wire.LinkVersion, ClusterID: cluster, Node: "a", BootID: 1, Session: 1}
 		if err := a.links.Send("b", hello); !errors.Is(err, transport.ErrReserved) {
 			t.Fatalf("Send of a Hello: %v", err)
 		}

@@ -54,7 +54,7 @@ func claimOver(t *testing.T, addr, cluster, claims string, cert tls.Certificate)
 		h wire.Header
 		m wire.Message
 	}{
-		{wire.Header{}, &wire.Hello{Version: wire.Version, ClusterID: cluster, Node: claims, BootID: 666, Session: 1}},
+		{wire.Header{}, &wire.Hello{Version: wire.LinkVersion, ClusterID: cluster, Node: claims, BootID: 666, Session: 1}},
 		{wire.Header{ID: 1}, &wire.LockRequest{Epoch: 1, Lockspace: "tls", Resource: "stolen", Lock: 666, Mode: modes.EX}},
 	} {
 		frame, err := wire.AppendFrame(nil, f.h, f.m, &lim)

@@ -22,7 +22,7 @@ type Config struct {
 	// BootID identifies this process start; 0 means pick a random one.
 	BootID uint64
 	// ProtocolVersion is the links' protocol version, gossiped in the meta.
-	// Default wire.Version.
+	// Default wire.LinkVersion.
 	ProtocolVersion uint8
 	// LinkAddr is the "host:port" where this node's links accept
 	// connections; peers learn it from the meta.
@@ -105,7 +105,7 @@ type Config struct {
 // DefaultConfig returns the defaults documented on each field.
 func DefaultConfig() Config {
 	return Config{
-		ProtocolVersion:         wire.Version,
+		ProtocolVersion:         wire.LinkVersion,
 		BindAddr:                "127.0.0.1",
 		ProbeInterval:           200 * time.Millisecond,
 		ProbeTimeout:            100 * time.Millisecond,

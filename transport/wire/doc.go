@@ -68,7 +68,9 @@
 //
 // Lock traffic: LockRequest, ConvertRequest, UnlockRequest and CancelRequest
 // are answered by a Completion (the reply, or a later one-way message);
-// Blocking and Renew are one-way. The links own Ping and Hello.
+// Blocking is one-way. A Renew sent as a request is answered by a
+// Completion, or by an Ack when it names no lock (a session's renewal).
+// The links own Ping and Hello; a Hello names LinkVersion.
 //
 // Recovery (membership epochs, quorum leases, view agreement, barriers and
 // the reports that rebuild lock tables on new masters): a Heartbeat request

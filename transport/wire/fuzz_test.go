@@ -29,7 +29,7 @@ func allocPerByte(t Type) int {
 	var worst float64
 	switch t {
 	case TypeLockReport:
-		worst = per(unsafe.Sizeof(ReportedLock{}), reportedLockFields) // 96 / 12
+		worst = per(unsafe.Sizeof(ReportedLock{}), reportedLockFields) // 104 / 13
 	case TypeMasterReport:
 		worst = max(per(unsafe.Sizeof(ReportedResource{}), reportedResourceFields), // 80 / 6
 			per(unsafe.Sizeof(QueuedLock{}), queuedLockFields)) // 24 / 5

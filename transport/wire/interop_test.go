@@ -39,11 +39,13 @@ type libLockRequest struct {
 	Flags     uint32
 	Timeout   int64
 	TTL       int64
+	Session   uint64
 }
 
 type libRenew struct {
 	Epoch     uint64
 	Lockspace string
+	Session   uint64
 	Locks     []uint64
 }
 
@@ -102,6 +104,7 @@ type libReportedLock struct {
 	LVB       []byte
 	LVBSeq    uint64
 	LVBFlags  uint8
+	Session   uint64
 }
 
 type libLockReport struct {
@@ -197,8 +200,8 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 		zero func() any
 	}{
 		{
-			&LockRequest{Epoch: 1 << 40, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 3, Mode: modes.PW, Flags: 0x10, Timeout: 5e9, TTL: 1},
-			&libLockRequest{Epoch: 1 << 40, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 3, Mode: uint8(modes.PW), Flags: 0x10, Timeout: 5e9, TTL: 1},
+			&LockRequest{Epoch: 1 << 40, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 3, Mode: modes.PW, Flags: 0x10, Timeout: 5e9, TTL: 1, Session: 1 << 33},
+			&libLockRequest{Epoch: 1 << 40, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 3, Mode: uint8(modes.PW), Flags: 0x10, Timeout: 5e9, TTL: 1, Session: 1 << 33},
 			func() any { return new(libLockRequest) },
 		},
 		{
@@ -207,8 +210,8 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 			func() any { return new(libCompletion) },
 		},
 		{
-			&Renew{Epoch: 3, Lockspace: "fs1", Locks: []uint64{1, 1 << 63}},
-			&libRenew{Epoch: 3, Lockspace: "fs1", Locks: []uint64{1, 1 << 63}},
+			&Renew{Epoch: 3, Lockspace: "fs1", Session: 12, Locks: []uint64{1, 1 << 63}},
+			&libRenew{Epoch: 3, Lockspace: "fs1", Session: 12, Locks: []uint64{1, 1 << 63}},
 			func() any { return new(libRenew) },
 		},
 		{
@@ -218,10 +221,10 @@ func TestBodiesAreStandardMsgpack(t *testing.T) {
 		},
 		{
 			&LockReport{Epoch: 5, Lockspace: "fs1", Locks: []ReportedLock{
-				{Resource: "r", Lock: 1, Owner: 2, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 1 << 40, TTL: 3e9, LVB: []byte("v"), LVBSeq: 7, LVBFlags: LVBPresent},
+				{Resource: "r", Lock: 1, Owner: 2, Queue: QueueConverting, Granted: modes.PR, Requested: modes.EX, Token: 1 << 40, TTL: 3e9, LVB: []byte("v"), LVBSeq: 7, LVBFlags: LVBPresent, Session: 4},
 			}},
 			&libLockReport{Epoch: 5, Lockspace: "fs1", Locks: []libReportedLock{
-				{Resource: "r", Lock: 1, Owner: 2, Queue: QueueConverting, Granted: uint8(modes.PR), Requested: uint8(modes.EX), Token: 1 << 40, TTL: 3e9, LVB: []byte("v"), LVBSeq: 7, LVBFlags: 1},
+				{Resource: "r", Lock: 1, Owner: 2, Queue: QueueConverting, Granted: uint8(modes.PR), Requested: uint8(modes.EX), Token: 1 << 40, TTL: 3e9, LVB: []byte("v"), LVBSeq: 7, LVBFlags: 1, Session: 4},
 			}},
 			func() any { return new(libLockReport) },
 		},

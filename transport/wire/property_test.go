@@ -54,7 +54,11 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 			return &Hello{Version: rapid.Uint8Range(1, 255).Draw(t, "v"), ClusterID: genName(MaxClusterID).Draw(t, "c"), Node: genName(MaxNodeName).Draw(t, "n"), BootID: rapid.Uint64Min(1).Draw(t, "boot"),
 				Session: rapid.Uint64Min(1).Draw(t, "session"), RecvBoot: rapid.Uint64().Draw(t, "rb"), RecvSession: rapid.Uint64().Draw(t, "rs"), Received: rapid.Uint64().Draw(t, "recv")}
 		case TypeLockRequest:
-			return &LockRequest{Epoch: epoch, Lockspace: ls, Resource: res, Lock: lock, Owner: owner, Mode: genMode().Draw(t, "m"), Flags: rapid.Uint32().Draw(t, "f"), Timeout: timeout, TTL: rapid.Int64Min(0).Draw(t, "ttl")}
+			m := &LockRequest{Epoch: epoch, Lockspace: ls, Resource: res, Lock: lock, Owner: owner, Mode: genMode().Draw(t, "m"), Flags: rapid.Uint32().Draw(t, "f"), Timeout: timeout, TTL: rapid.Int64Min(0).Draw(t, "ttl")}
+			if m.TTL > 0 {
+				m.Session = rapid.Uint64().Draw(t, "session")
+			}
+			return m
 		case TypeConvertRequest:
 			lvb, op := genLVB(t, l)
 			return &ConvertRequest{Epoch: epoch, Lockspace: ls, Resource: res, Lock: lock, Owner: owner, Mode: genMode().Draw(t, "m"), Flags: rapid.Uint32().Draw(t, "f"), Timeout: timeout, LVB: lvb, LVBOp: op}
@@ -71,7 +75,8 @@ func genMessage(l Limits) *rapid.Generator[Message] {
 		case TypeBlocking:
 			return &Blocking{Epoch: epoch, Lockspace: ls, Lock: lock, Mode: genMode().Draw(t, "m")}
 		case TypeRenew:
-			return &Renew{Epoch: epoch, Lockspace: ls, Locks: rapid.SliceOfN(genLock(), 1, 300).Draw(t, "locks")}
+			session := rapid.Uint64().Draw(t, "session")
+			return &Renew{Epoch: epoch, Lockspace: ls, Session: session, Locks: rapid.SliceOfN(genLock(), min(1, int(session)), 300).Draw(t, "locks")}
 		case TypeHeartbeat:
 			return &Heartbeat{Epoch: rapid.Uint64().Draw(t, "e")}
 		case TypeHeartbeatAck:
@@ -218,9 +223,13 @@ func genReportedLock(l Limits) *rapid.Generator[ReportedLock] {
 	return rapid.Custom(func(t *rapid.T) ReportedLock {
 		q, granted := genQueued(t)
 		lvb, flags := genLVBBlock(t, l)
-		return ReportedLock{Resource: genName(l.MaxName).Draw(t, "resource"), Lock: genLock().Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
+		k := ReportedLock{Resource: genName(l.MaxName).Draw(t, "resource"), Lock: genLock().Draw(t, "lock"), Owner: rapid.Uint64().Draw(t, "owner"),
 			Queue: q, Granted: granted, Requested: genMode().Draw(t, "requested"), Token: rapid.Uint64().Draw(t, "token"), TTL: rapid.Int64Min(0).Draw(t, "ttl"),
 			LVB: lvb, LVBSeq: rapid.Uint64().Draw(t, "seq"), LVBFlags: flags}
+		if k.TTL > 0 {
+			k.Session = rapid.Uint64().Draw(t, "session")
+		}
+		return k
 	})
 }
 

@@ -198,15 +198,17 @@ func (m *Blocking) decodeBody(r *reader, d *Decoder) (err error) {
 	return err
 }
 
-// Renew keeps TTL locks alive: one message renews a batch of lock ids of one
-// lockspace.
+// Renew keeps TTL locks alive: one message renews a session of the sender
+// (every lock of it the receiver masters in the lockspace), a batch of
+// lock ids of one lockspace, or both.
 type Renew struct {
 	Epoch     uint64
 	Lockspace string
-	Locks     []uint64 // 1..Limits.MaxRenew lock ids, none 0
+	Session   uint64   // 0: none
+	Locks     []uint64 // 0..Limits.MaxRenew lock ids, none 0; at least one without a session
 }
 
-const renewFields = 3
+const renewFields = 4
 
 // Type implements Message.
 func (*Renew) Type() Type { return TypeRenew }
@@ -221,8 +223,11 @@ func (m *Renew) Validate(l *Limits) error {
 	if err := checkName("lockspace", m.Lockspace, MaxLockspace); err != nil {
 		return err
 	}
-	if len(m.Locks) == 0 || len(m.Locks) > l.MaxRenew {
-		return fmt.Errorf("%w: renew of %d locks, must be 1..%d", ErrInvalid, len(m.Locks), l.MaxRenew)
+	switch {
+	case len(m.Locks) > l.MaxRenew:
+		return fmt.Errorf("%w: renew of %d locks, limit %d", ErrInvalid, len(m.Locks), l.MaxRenew)
+	case len(m.Locks) == 0 && m.Session == 0:
+		return fmt.Errorf("%w: renew of no session and no locks", ErrInvalid)
 	}
 	for _, id := range m.Locks {
 		if err := checkLock(id); err != nil {
@@ -236,6 +241,7 @@ func (m *Renew) appendBody(b []byte) []byte {
 	b = appendArrayLen(b, renewFields)
 	b = appendUint(b, m.Epoch)
 	b = appendStr(b, m.Lockspace)
+	b = appendUint(b, m.Session)
 	b = appendArrayLen(b, len(m.Locks))
 	for _, id := range m.Locks {
 		b = appendUint(b, id)
@@ -253,12 +259,19 @@ func (m *Renew) decodeBody(r *reader, d *Decoder) (err error) {
 	if m.Lockspace, err = d.internField(r, "lockspace", MaxLockspace); err != nil {
 		return err
 	}
+	if m.Session, err = r.uint64(); err != nil {
+		return err
+	}
 	n, err := r.arrayLen() // n ≤ bytes remaining: bounded before the make below
 	if err != nil {
 		return err
 	}
 	if n > d.limits.MaxRenew {
 		return fmt.Errorf("%w: renew of %d locks, limit %d", ErrInvalid, n, d.limits.MaxRenew)
+	}
+	if n == 0 {
+		m.Locks = nil // as a sender leaves it; a session's renewal names no lock
+		return nil
 	}
 	if cap(m.Locks) < n {
 		m.Locks = make([]uint64, n)

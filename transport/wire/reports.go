@@ -72,11 +72,12 @@ type ReportedLock struct {
 	LVB       []byte     // the holder's copy of the value block, ≤ Limits.MaxLVB, only with LVBPresent
 	LVBSeq    uint64     // sequence number of that copy
 	LVBFlags  LVBFlags   // LVBPresent, LVBValid
+	Session   uint64     // the session the lock is in, as in the LockRequest; 0 = none
 }
 
 const (
 	lockReportFields   = 3
-	reportedLockFields = 11
+	reportedLockFields = 12
 )
 
 // Type implements Message.
@@ -119,6 +120,9 @@ func (k *ReportedLock) validate(l *Limits) error {
 	if err := checkDuration("ttl", k.TTL); err != nil {
 		return err
 	}
+	if err := checkSession(k.Session, k.TTL); err != nil {
+		return err
+	}
 	return checkLVBBlock(k.LVB, k.LVBFlags, l)
 }
 
@@ -141,6 +145,7 @@ func (m *LockReport) appendBody(b []byte) []byte {
 		b = appendBin(b, k.LVB)
 		b = appendUint(b, k.LVBSeq)
 		b = appendUint(b, uint64(k.LVBFlags))
+		b = appendUint(b, k.Session)
 	}
 	return b
 }
@@ -206,7 +211,10 @@ func (d *Decoder) reportedLock(r *reader, k *ReportedLock) (err error) {
 	if k.LVBSeq, err = r.uint64(); err != nil {
 		return err
 	}
-	k.LVBFlags, err = readLVBFlags(r)
+	if k.LVBFlags, err = readLVBFlags(r); err != nil {
+		return err
+	}
+	k.Session, err = r.uint64()
 	return err
 }
 

@@ -24,9 +24,14 @@ type LockRequest struct {
 	Flags     uint32     // request flags, defined by the dlm layer
 	Timeout   int64      // ns to wait in the queue; 0 = no timeout
 	TTL       int64      // ns the lock lives without a Renew; 0 = no TTL
+	// Session is the requesting node's session the lock is in, 0 for none.
+	// TTL is then the session's, and the master keeps the lock by the
+	// session's lease, which a Renew naming the session renews. Not 0 only
+	// with a TTL.
+	Session uint64
 }
 
-const lockRequestFields = 9
+const lockRequestFields = 10
 
 // Type implements Message.
 func (*LockRequest) Type() Type { return TypeLockRequest }
@@ -44,7 +49,10 @@ func (m *LockRequest) Validate(l *Limits) error {
 	if err := checkDuration("timeout", m.Timeout); err != nil {
 		return err
 	}
-	return checkDuration("ttl", m.TTL)
+	if err := checkDuration("ttl", m.TTL); err != nil {
+		return err
+	}
+	return checkSession(m.Session, m.TTL)
 }
 
 func (m *LockRequest) appendBody(b []byte) []byte {
@@ -53,7 +61,8 @@ func (m *LockRequest) appendBody(b []byte) []byte {
 	b = appendUint(b, uint64(m.Mode))
 	b = appendUint(b, uint64(m.Flags))
 	b = appendInt(b, m.Timeout)
-	return appendInt(b, m.TTL)
+	b = appendInt(b, m.TTL)
+	return appendUint(b, m.Session)
 }
 
 func (m *LockRequest) decodeBody(r *reader, d *Decoder) (err error) {
@@ -72,7 +81,10 @@ func (m *LockRequest) decodeBody(r *reader, d *Decoder) (err error) {
 	if m.Timeout, err = r.int64(); err != nil {
 		return err
 	}
-	m.TTL, err = r.int64()
+	if m.TTL, err = r.int64(); err != nil {
+		return err
+	}
+	m.Session, err = r.uint64()
 	return err
 }
 

@@ -25,7 +25,7 @@ func samples() []Message {
 		&Hello{Version: 200, ClusterID: strings.Repeat("c", MaxClusterID), Node: strings.Repeat("n", MaxNodeName), BootID: ^uint64(0),
 			Session: ^uint64(0), RecvBoot: ^uint64(0), RecvSession: 1 << 40, Received: ^uint64(0)},
 		&LockRequest{Epoch: 1, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 0, Mode: modes.PR},
-		&LockRequest{Epoch: ^uint64(0), Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Lock: ^uint64(0), Owner: 1 << 40, Mode: modes.EX, Flags: 0xffffffff, Timeout: 1<<62 + 5, TTL: 30e9},
+		&LockRequest{Epoch: ^uint64(0), Lockspace: strings.Repeat("l", MaxLockspace), Resource: long, Lock: ^uint64(0), Owner: 1 << 40, Mode: modes.EX, Flags: 0xffffffff, Timeout: 1<<62 + 5, TTL: 30e9, Session: ^uint64(0)},
 		&ConvertRequest{Epoch: 3, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 9, Mode: modes.NL, LVB: []byte("value block"), LVBOp: LVBWrite},
 		&ConvertRequest{Epoch: 3, Lockspace: "fs1", Resource: "x", Lock: 8, Mode: modes.CW, Timeout: 1e9, LVBOp: LVBInvalidate},
 		&UnlockRequest{Epoch: 4, Lockspace: "fs1", Resource: "inode/42", Lock: 7, Owner: 9, LVB: bytes.Repeat([]byte{0xab}, 4096), LVBOp: LVBWrite},
@@ -36,6 +36,7 @@ func samples() []Message {
 		&Completion{Epoch: 6, Lockspace: "fs1", Lock: 9, Status: StatusError, Err: strings.Repeat("e", MaxErr)},
 		&Blocking{Epoch: 7, Lockspace: "fs1", Lock: 7, Mode: modes.EX},
 		&Renew{Epoch: 8, Lockspace: "fs1", Locks: []uint64{1, 2, 300, 1 << 20, ^uint64(0)}},
+		&Renew{Epoch: 8, Lockspace: "fs1", Session: 1 << 40},
 		// recovery (appended: the seed files are named by index)
 		&Heartbeat{},
 		&Heartbeat{Epoch: ^uint64(0)},
@@ -215,7 +216,7 @@ func frameSeeds(tb testing.TB) map[string][]byte {
 	}
 	s["reply"] = mustFrame(tb, Header{ID: 77, Reply: true}, samples()[9])
 	renew := mustFrame(tb, Header{}, &Renew{Epoch: 1, Lockspace: "ls", Locks: []uint64{1}})
-	s["bomb-array32-renew"] = withPrefix(append(rawPayload(Version, byte(TypeRenew), 0, []byte{0x93, 1, 0xa2, 'l', 's'}), bomb...))
+	s["bomb-array32-renew"] = withPrefix(append(rawPayload(Version, byte(TypeRenew), 0, []byte{0x94, 1, 0xa2, 'l', 's', 0}), bomb...))
 	s["bomb-array32-body"] = withPrefix(rawPayload(Version, byte(TypeRenew), 0, bomb))
 	s["huge-length"] = []byte{0xff, 0xff, 0xff, 0xff, Version, byte(TypeLockRequest)}
 	s["short-prefix"] = []byte{0, 0}
@@ -226,7 +227,7 @@ func frameSeeds(tb testing.TB) map[string][]byte {
 	s["map-bomb"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{mpMap32, 0xff, 0xff, 0xff, 0xff}))
 	s["str-bomb"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x98, 1, mpStr32, 0x7f, 0xff, 0xff, 0xff}))
 	// Lengths of 2^31 and more, negative in a 32-bit int.
-	s["bomb-array32-max"] = withPrefix(rawPayload(Version, byte(TypeRenew), 0, []byte{0x93, 1, 0xa2, 'l', 's', mpArray32, 0xff, 0xff, 0xff, 0xff}))
+	s["bomb-array32-max"] = withPrefix(rawPayload(Version, byte(TypeRenew), 0, []byte{0x94, 1, 0xa2, 'l', 's', 0, mpArray32, 0xff, 0xff, 0xff, 0xff}))
 	s["str-bomb-max"] = withPrefix(rawPayload(Version, byte(TypeHello), 0, []byte{0x98, 1, mpStr32, 0x80, 0, 0, 0}))
 	s["epoch-zero"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 0, 0xa1, 'x', 1, 5}))
 	s["bad-mode"] = withPrefix(rawPayload(Version, byte(TypeBlocking), 0, []byte{0x94, 1, 0xa1, 'x', 1, 6}))

@@ -2,10 +2,15 @@ package wire
 
 import "fmt"
 
-// Version is the protocol version this build speaks. It is the first byte of
-// every frame header and the Version of the Hello a node sends; a peer with
-// another version is refused at the handshake.
+// Version is the frame version this build speaks: the first byte of every
+// frame header, on the links and on the client port alike.
 const Version = 2
+
+// LinkVersion is the version of the messages between nodes this build
+// speaks, which the Hello a node sends names: a peer of another version is
+// refused at the handshake. It moves when a message between nodes changes
+// its layout, without touching the frames or the client protocol.
+const LinkVersion = 3
 
 // Type identifies a message. It occupies the low 7 bits of the header's type
 // byte; the high bit is the reply flag.

@@ -41,6 +41,14 @@ func checkDuration(field string, ns int64) error {
 	return nil
 }
 
+// checkSession refuses a lock in a session without the session's TTL.
+func checkSession(session uint64, ttl int64) error {
+	if session != 0 && ttl == 0 {
+		return fmt.Errorf("%w: a lock of session %d without a ttl", ErrInvalid, session)
+	}
+	return nil
+}
+
 // checkTarget validates the fields every lock operation names its lock by.
 func checkTarget(epoch uint64, lockspace, resource string, lock uint64, l *Limits) error {
 	if err := checkEpoch(epoch); err != nil {
