@@ -161,7 +161,7 @@ func (n *Node) admit(in transport.Inbound, h uint64, replay bool) *member {
 		return nil
 	case *wire.Renew:
 		if in.ReplyTo.IsRequest() {
-			_ = n.links.Reply(in.ReplyTo, &wire.Completion{Epoch: cur, Lockspace: m.Lockspace, Lock: m.Locks[0], Status: wire.StatusError, Err: ErrNoQuorum.Error()})
+			_ = n.links.Reply(in.ReplyTo, &wire.Completion{Epoch: cur, Lockspace: m.Lockspace, Lock: renewNames(m), Status: wire.StatusError, Err: ErrNoQuorum.Error()})
 		}
 		return nil
 	}
@@ -327,13 +327,18 @@ func (n *Node) onRenew(from *member, in transport.Inbound, m *wire.Renew, ls *Lo
 			return // an older renewal is resent by its holder; this one waits
 		}
 	}
-	switch {
-	case !in.ReplyTo.IsRequest():
-	case len(m.Locks) == 0:
-		_ = n.links.Reply(in.ReplyTo, &wire.Ack{Epoch: n.epoch()}) // a Completion names a lock
-	default:
-		_ = n.links.Reply(in.ReplyTo, &wire.Completion{Epoch: n.epoch(), Lockspace: m.Lockspace, Lock: m.Locks[0], Status: status})
+	if in.ReplyTo.IsRequest() {
+		_ = n.links.Reply(in.ReplyTo, &wire.Completion{Epoch: n.epoch(), Lockspace: m.Lockspace, Lock: renewNames(m), Status: status})
 	}
+}
+
+// renewNames is what the answer to a Renew names: its first lock, or its
+// session when it names none (a Completion names something other than 0).
+func renewNames(m *wire.Renew) uint64 {
+	if len(m.Locks) > 0 {
+		return m.Locks[0]
+	}
+	return m.Session
 }
 
 // renewSession renews a node's session in every shard's table that keeps

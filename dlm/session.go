@@ -498,9 +498,6 @@ func (n *Node) renewAt(ctx context.Context, t renewTarget, session uint64, ids [
 	if err != nil {
 		return fmt.Errorf("%w: renew at %s: %w", ErrUnavailable, t.master, err)
 	}
-	if _, ok := reply.(*wire.Ack); ok && len(ids) == 0 {
-		return nil // the session alone, renewed
-	}
 	c, ok := reply.(*wire.Completion)
 	switch {
 	case !ok:

@@ -320,3 +320,33 @@ func TestSessionRenewalNamesTheSession(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionRenewalAtAMasterWithoutQuorum: a master that has lost its
+// quorum refuses a session's renewal, which names no lock, as it refuses a
+// lock's: the session's lease is not extended on its word.
+func TestSessionRenewalAtAMasterWithoutQuorum(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		c := startMem(t, 5, nil)
+		defer c.close()
+		s := mustSession(t, c.nodes[0], time.Minute)
+		defer s.Close()
+		mustLock(t, c.ls[0], c.resourceOn(1, "minority"), modes.EX, InSession(s))
+		// n2 hears only n1: it loses its quorum, while n1 keeps its own
+		// and, until the others remove n2, sends it n2's renewals.
+		for _, o := range []int{2, 3, 4} {
+			c.net.Partition(c.nodes[1].Name(), c.nodes[o].Name())
+		}
+		for {
+			if _, held := c.nodes[1].QuorumLease(); !held {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if c.ls[0].MasterOf(c.resourceOn(1, "minority")) != c.nodes[1].Name() {
+			t.Fatal("n2 was removed before it lost its quorum lease")
+		}
+		if err := s.Renew(bg); !errors.Is(err, ErrNoQuorum) {
+			t.Fatalf("renewal at a master without quorum: %v", err)
+		}
+	})
+}

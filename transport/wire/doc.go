@@ -69,7 +69,7 @@
 // Lock traffic: LockRequest, ConvertRequest, UnlockRequest and CancelRequest
 // are answered by a Completion (the reply, or a later one-way message);
 // Blocking is one-way. A Renew sent as a request is answered by a
-// Completion, or by an Ack when it names no lock (a session's renewal).
+// Completion naming its first lock, or its session when it names none.
 // The links own Ping and Hello; a Hello names LinkVersion.
 //
 // Recovery (membership epochs, quorum leases, view agreement, barriers and

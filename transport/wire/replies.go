@@ -200,7 +200,9 @@ func (m *Blocking) decodeBody(r *reader, d *Decoder) (err error) {
 
 // Renew keeps TTL locks alive: one message renews a session of the sender
 // (every lock of it the receiver masters in the lockspace), a batch of
-// lock ids of one lockspace, or both.
+// lock ids of one lockspace, or both. Sent as a request, it is answered by
+// a Completion whose Lock is the first of Locks, or the session when
+// Locks is empty.
 type Renew struct {
 	Epoch     uint64
 	Lockspace string
