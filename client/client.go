@@ -45,10 +45,14 @@ type Client struct {
 	pending   map[uint64]*call
 	locks     map[uint64]*Lock
 	orphans   []uint64 // locks lost here that the agent may still hold
-	trust     time.Time
-	trustT    *time.Timer
-	nextOwner uint64
-	closed    bool
+	// orphanedAt is when the latest orphan was lost; giveBackT gives the
+	// orphans back LostGrace after it (orphanLocked).
+	orphanedAt time.Time
+	giveBackT  *time.Timer
+	trust      time.Time
+	trustT     *time.Timer
+	nextOwner  uint64
+	closed     bool
 
 	callbacks *dispatcher
 	stop      chan struct{}
@@ -257,9 +261,8 @@ func (c *Client) attach(cn *conn, i int, id uint64, w *wire.ClientWelcome, sent 
 		cl.id = c.nextID
 		c.pending[cl.id] = cl
 	}
-	orphans := c.orphans
-	c.orphans = nil
 	c.cn = cn
+	orphans := c.orphansDueLocked()
 	close(c.up)
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -339,18 +342,48 @@ func (c *Client) trustTimer() {
 	for id, lk := range c.locks {
 		delete(c.locks, id)
 		lk.loseLocked(why)
-		c.orphans = append(c.orphans, id)
-	}
-	cn := c.cn
-	orphans := c.orphans
-	if cn != nil {
-		c.orphans = nil
+		c.orphanLocked(id)
 	}
 	c.mu.Unlock()
-	if cn != nil {
-		for _, id := range orphans {
-			c.post(&wire.ClientUnlock{Lock: id})
-		}
+}
+
+// orphanLocked notes that the lock id, lost here, may still be held at
+// the agent, and has it given back LostGrace from now: not at once, so
+// that the program, told by Lost, stops using the lock before the agent
+// can grant it to another. Caller holds c.mu.
+func (c *Client) orphanLocked(id uint64) {
+	c.orphans = append(c.orphans, id)
+	c.orphanedAt = time.Now()
+	if c.giveBackT == nil {
+		c.giveBackT = time.AfterFunc(c.cfg.LostGrace, c.giveBack)
+	} else {
+		c.giveBackT.Reset(c.cfg.LostGrace)
+	}
+}
+
+// orphansDueLocked returns the orphans to give back now, and forgets
+// them: none while the client has no connection (attach gives them back)
+// or before LostGrace has passed since the latest was lost (giveBackT
+// will). Caller holds c.mu.
+func (c *Client) orphansDueLocked() []uint64 {
+	if c.cn == nil || time.Since(c.orphanedAt) < c.cfg.LostGrace {
+		return nil
+	}
+	orphans := c.orphans
+	c.orphans = nil
+	return orphans
+}
+
+// giveBack unlocks the orphans at the agent once they are due.
+func (c *Client) giveBack() {
+	c.mu.Lock()
+	var orphans []uint64
+	if !c.closed {
+		orphans = c.orphansDueLocked()
+	}
+	c.mu.Unlock()
+	for _, id := range orphans {
+		c.post(&wire.ClientUnlock{Lock: id})
 	}
 }
 
@@ -891,6 +924,9 @@ func (c *Client) Close() error {
 	c.dropSessionLocked(fmt.Errorf("%w: the client closed", lockapi.ErrClosed))
 	if c.trustT != nil {
 		c.trustT.Stop()
+	}
+	if c.giveBackT != nil {
+		c.giveBackT.Stop()
 	}
 	c.mu.Unlock()
 	close(c.stop)

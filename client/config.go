@@ -34,6 +34,15 @@ type Config struct {
 	// clock and the agent's (0.01 = 1%): the client stops trusting its
 	// locks that much earlier than the agent's answers allow.
 	ClockDrift float64
+	// LostGrace is how long after the client stops trusting a lock (its
+	// Lost closes) it gives the lock back to the agent, which may still
+	// hold it. Until then nobody else is granted it, so a program that
+	// watches Lost has that long to stop using the lock before another
+	// holder starts; after it, others need not wait for the agent to end
+	// the session. Default 100 ms: more than a goroutine's scheduling delay
+	// on a loaded machine, little next to a session TTL. 0 gives locks
+	// back at once.
+	LostGrace time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -41,7 +50,7 @@ type Config struct {
 // DefaultConfig returns a configuration with the defaults described on
 // each field.
 func DefaultConfig() Config {
-	return Config{DialTimeout: 5 * time.Second, ClockDrift: 0.01}
+	return Config{DialTimeout: 5 * time.Second, ClockDrift: 0.01, LostGrace: 100 * time.Millisecond}
 }
 
 // ErrInvalidConfig is wrapped by every error Validate returns.
@@ -70,6 +79,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClockDrift < 0 || c.ClockDrift >= 0.5 {
 		bad("ClockDrift must be in [0, 0.5)")
+	}
+	if c.LostGrace < 0 {
+		bad("LostGrace must not be negative")
 	}
 	return errors.Join(errs...)
 }

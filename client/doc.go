@@ -41,7 +41,10 @@
 // that). The client counts that time on its own clock, shortened by
 // Config.ClockDrift as TTL locks are (dlm/ttl.go): when it runs out without
 // a newer answer, every lock is lost (Lost closes, Err wraps ErrLockLost),
-// before any master could re-grant it. Fencing tokens cover the rest: a
+// before any master could re-grant it. The client gives those locks back
+// to the agent Config.LostGrace later (100 ms), not at once: others are
+// granted them sooner than the agent's session would end, but not before
+// a program watching Lost has had the time to stop. Fencing tokens cover the rest: a
 // client paused past that point finds its locks lost when it wakes, and a
 // store that checks tokens refuses its late writes.
 //

@@ -709,6 +709,6 @@ func (lk *Lock) leaseTimer() {
 	lk.loseLocked(fmt.Errorf("%w: TTL of %v ran out before a renewal", lockapi.ErrLockLost, lk.ttl))
 	if c.locks[id] == lk {
 		delete(c.locks, id)
-		c.orphans = append(c.orphans, id)
+		c.orphanLocked(id)
 	}
 }
