@@ -155,7 +155,10 @@ func (ls *Lockspace) ownerOf(o lockapi.Owner) (uint64, error) {
 // would count it failed otherwise).
 func waitError(ctx context.Context, err error) error {
 	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && errors.Is(err, lockapi.ErrTimeout) && time.Until(dl) <= answerMargin {
-		t := time.NewTimer(time.Until(dl) + answerMargin) // only for a context whose Done never closes
+		// The timer is for a context whose Done never closes; a context's
+		// own timer may run late on a loaded machine, and its Err says nil
+		// until it has.
+		t := time.NewTimer(time.Until(dl) + doneWait)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -196,6 +199,10 @@ func timeoutFor(left time.Duration) time.Duration {
 // answerMargin is how much earlier than the caller's deadline the agent is
 // asked to time a request out: a round trip with room to spare.
 const answerMargin = 2 * time.Millisecond
+
+// doneWait is how long past its deadline a timeout's answer waits for the
+// context to say it is done.
+const doneWait = 100 * time.Millisecond
 
 // Owner groups the locks of one transaction or process of this client for
 // deadlock detection: a cycle of owners waiting for each other, across
