@@ -18,20 +18,22 @@ import (
 // KeepAlive), not each lock, and when the session ends every lock in it
 // goes. Take a lock in a session with InSession.
 //
-// At each master, a lock of the session lives by the session's TTL: one
-// renewal carries every lock the session has there, so keeping a session
-// alive costs one message per master it has locks on (and lockspace), not
-// one per lock. A session whose renewals stop expires:
+// At each master, the session's locks live by one lease of the session's
+// TTL: a renewal names the session, not its locks, so keeping a session
+// alive costs one small message per master it has locks on (and
+// lockspace), however many locks it has there. A session whose renewals
+// stop expires:
 //
 //	holder:  the session's lease ends at  sent + TTL·(1−ρ)/(1+ρ)
-//	master:  each lock is released at     received + TTL
+//	master:  its locks are released at    received + TTL
 //
 // where sent is when the last acknowledged renewal left this node (or the
 // session was created) and ρ is Config.ClockDrift, as for TTL locks (see
 // ttl.go). When the holder's lease ends, every lock of the session is lost
 // (Lost closes, Err wraps ErrLockLost) and this node releases them at once;
-// a master that does not hear of it releases each lock TTL after it last
-// renewed it. Either way no master re-grants a lock before its holder has
+// a master that does not hear of it releases them TTL after the later of
+// their last renewal and the latest grant of a lock of the session there.
+// Either way no master re-grants a lock before its holder has
 // stopped trusting it. Locks of a session that ends by Close are released
 // as by Unlock, their Lost closed with ErrClosed.
 //
