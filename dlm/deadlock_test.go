@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/seed-a6839e30/dlm/master"
@@ -728,12 +727,8 @@ func (g *waitGraph) String() string {
 // cycle's description in its error all the same.
 func TestDeadlockMetrics(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
-		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
-		i := 0
-		c := deadlockCluster(t, 3, testDeadlockWait, func(cfg *Config) {
-			cfg.Registerer = regs[i]
-			i++
-		})
+		regs, mut := registries(3, nil)
+		c := deadlockCluster(t, 3, testDeadlockWait, mut)
 		defer c.close()
 		conv := c.resourceOn(2, "met-conv")
 		a, b := mustLock(t, c.ls[0], conv, modes.PR), mustLock(t, c.ls[1], conv, modes.PR)

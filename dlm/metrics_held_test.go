@@ -37,12 +37,8 @@ func histogramSum(t *testing.T, reg *prometheus.Registry, name string, labels ma
 // not count); permits have their own.
 func TestMetricsHeldAndContended(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
-		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
-		i := 0
-		c := startMem(t, 3, func(cfg *Config) {
-			cfg.Registerer = regs[i]
-			i++
-		})
+		regs, mut := registries(3, nil)
+		c := startMem(t, 3, mut)
 		defer c.close()
 		res := c.resourceOn(1, "held")
 		lk := mustLock(t, c.ls[0], res, modes.EX)

@@ -13,6 +13,24 @@ import (
 	"github.com/seed-a6839e30/dlm/modes"
 )
 
+// registries makes a registry for each of n nodes, and a config change
+// that gives the nodes them in the order they start, then applies mut
+// (if any).
+func registries(n int, mut func(*Config)) ([]*prometheus.Registry, func(*Config)) {
+	regs := make([]*prometheus.Registry, n)
+	for i := range regs {
+		regs[i] = prometheus.NewRegistry()
+	}
+	i := 0
+	return regs, func(cfg *Config) {
+		cfg.Registerer = regs[i]
+		i++
+		if mut != nil {
+			mut(cfg)
+		}
+	}
+}
+
 // metricValue returns the value of the metric name with the given label
 // values (in any order) from reg, or -1 if there is none.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
@@ -56,13 +74,8 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 
 func TestMetrics(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
-		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
-		i := 0
-		c := startMem(t, 3, func(cfg *Config) {
-			cfg.Registerer = regs[i]
-			cfg.MaxLocks = 2
-			i++
-		})
+		regs, mut := registries(3, func(cfg *Config) { cfg.MaxLocks = 2 })
+		c := startMem(t, 3, mut)
 		defer c.close()
 		local := c.resourceOn(0, "met")
 		remote := c.resourceOn(1, "met")
@@ -194,12 +207,8 @@ func TestInvalidRequests(t *testing.T) {
 // snapshot).
 func TestRecoveryMetrics(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
-		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
-		i := 0
-		c := startMem(t, 3, func(cfg *Config) {
-			cfg.Registerer = regs[i]
-			i++
-		})
+		regs, mut := registries(3, nil)
+		c := startMem(t, 3, mut)
 		defer c.close()
 		res := c.resourceOn(1, "recmet")
 		mustLock(t, c.ls[2], res, modes.EX)

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seed-a6839e30/dlm/modes"
 	"github.com/seed-a6839e30/dlm/transport/wire"
 )
@@ -29,9 +27,8 @@ func mustSession(t testing.TB, n *Node, ttl time.Duration) *Session {
 // after it, with larger tokens.
 func TestSessionKeepAliveAndExpiry(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
-		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
-		i := 0
-		c := startMem(t, 3, func(cfg *Config) { cfg.Registerer = regs[i]; i++ })
+		regs, mut := registries(3, nil)
+		c := startMem(t, 3, mut)
 		defer c.close()
 		const ttl = 2 * time.Second
 		lostCalls := make(chan uint64, 100)
@@ -272,12 +269,8 @@ func TestSessionUnlockLeaves(t *testing.T) {
 // at the master past the TTL.
 func TestSessionRenewalNamesTheSession(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
-		regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()}
-		i := 0
-		c := startMem(t, 3, func(cfg *Config) {
-			cfg.Registerer = regs[i]
-			i++
-		})
+		regs, mut := registries(3, nil)
+		c := startMem(t, 3, mut)
 		defer c.close()
 		const ttl = 3 * time.Second
 		s := mustSession(t, c.nodes[0], ttl)
