@@ -126,6 +126,16 @@ func sameFamily(a, b string) bool {
 	return pairs[[2]string{a, b}] || pairs[[2]string{b, a}]
 }
 
+// succeeds returns a check that a table call returned no error.
+func succeeds(t *testing.T) func(Result, error) {
+	return func(_ Result, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func mustGrant(t *testing.T, tbl *Table, req Request) Result {
 	t.Helper()
 	res, err := tbl.Request(req)

@@ -64,12 +64,7 @@ func TestLeaseIdsStayBounded(t *testing.T) {
 func TestSessionLockKeepsNoTimer(t *testing.T) {
 	tbl := New(DefaultConfig())
 	id := func(n uint64) LockID { return LockID{Node: 1, ID: n} }
-	must := func(_ Result, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := succeeds(t)
 	must(tbl.Request(Request{Resource: "a", Lock: id(1), Mode: modes.EX, TTL: 50, Session: 3}))
 	must(tbl.Request(Request{Resource: "b", Lock: id(2), Mode: modes.EX, TTL: 50, Session: 3, Timeout: 10}))
 	must(tbl.Request(Request{Resource: "c", Lock: id(3), Mode: modes.EX, Timeout: 10}))

@@ -65,12 +65,7 @@ func TestPartyKeyCompare(t *testing.T) {
 func TestQueuedLocks(t *testing.T) {
 	tbl := New(DefaultConfig())
 	id := func(n uint64) LockID { return LockID{Node: 1, ID: n} }
-	must := func(_ Result, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := succeeds(t)
 	tbl.Tick(10)
 	must(tbl.Request(Request{Resource: "a", Lock: id(1), Mode: modes.PR}))
 	must(tbl.Request(Request{Resource: "a", Lock: id(2), Mode: modes.PR}))
