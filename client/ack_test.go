@@ -1,7 +1,6 @@
 package client
 
 import (
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -25,23 +24,10 @@ func TestAckGoesAlone(t *testing.T) {
 		c.wg.Wait()
 	}()
 	dec := wire.NewClientDecoder(wire.DefaultLimits())
-	l := wire.DefaultLimits()
 	nextAck := func() uint64 {
 		t.Helper()
 		_ = agentEnd.SetReadDeadline(time.Now().Add(10 * time.Second))
-		var prefix [4]byte
-		if _, err := io.ReadFull(agentEnd, prefix[:]); err != nil {
-			t.Fatal(err)
-		}
-		n, err := wire.FrameLength(prefix[:], &l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(agentEnd, payload); err != nil {
-			t.Fatal(err)
-		}
-		_, m, err := dec.DecodeOwned(payload)
+		m, err := readFrame(agentEnd, dec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -55,6 +56,25 @@ func pipeClient(nc net.Conn) (*Client, *conn) {
 	cn := newConn(c, nc, "pipe")
 	c.cn = cn
 	return c, cn
+}
+
+// readFrame reads one frame the client wrote on r and decodes it.
+func readFrame(r io.Reader, dec *wire.Decoder) (wire.Message, error) {
+	l := wire.DefaultLimits()
+	var prefix [4]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, err
+	}
+	n, err := wire.FrameLength(prefix[:], &l)
+	if err != nil {
+		return nil, err
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return nil, err
+	}
+	_, m, err := dec.DecodeOwned(payload)
+	return m, err
 }
 
 // answerAlive writes the agent's answer to keep-alive id on w.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -68,22 +69,11 @@ func TestLostLocksGoBackAfterTheGrace(t *testing.T) {
 // readUnlocks sends the lock of each ClientUnlock the client writes.
 func readUnlocks(t *testing.T, r net.Conn, out chan<- uint64) {
 	dec := wire.NewClientDecoder(wire.DefaultLimits())
-	l := wire.DefaultLimits()
 	for {
-		var prefix [4]byte
-		if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		m, err := readFrame(r, dec)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) {
 			return
 		}
-		n, err := wire.FrameLength(prefix[:], &l)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return
-		}
-		_, m, err := dec.DecodeOwned(payload)
 		if err != nil {
 			t.Error(err)
 			return

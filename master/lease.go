@@ -64,10 +64,7 @@ func (t *Table) sessionLease(ns *nodeStats, node NodeID, session uint64, ttl Tic
 // own does. l lives by the lease's timer unless it has one of its own
 // (a rebuilt conversion), which then names the lease.
 func (t *Table) joinLease(l *lock, ls *lease) {
-	if e := t.now + ls.tm.ttl; e > ls.tm.expires {
-		ls.tm.expires = e
-		t.timers.update(&ls.tm)
-	}
+	t.extendLease(ls)
 	if len(ls.ids) == cap(ls.ids) && len(ls.ids) >= 8 {
 		ls.compact(t.nodes[ls.node])
 	}
@@ -76,6 +73,14 @@ func (t *Table) joinLease(l *lock, ls *lease) {
 		l.timer = &ls.tm
 	} else {
 		l.timer.lease = ls
+	}
+}
+
+// extendLease keeps the lease until at least its TTL from now.
+func (t *Table) extendLease(ls *lease) {
+	if e := t.now + ls.tm.ttl; e > ls.tm.expires {
+		ls.tm.expires = e
+		t.timers.update(&ls.tm)
 	}
 }
 
@@ -100,10 +105,7 @@ func (t *Table) RenewSession(node NodeID, session uint64) bool {
 	if ls == nil || ls.tm.expires == 0 {
 		return false
 	}
-	if e := t.now + ls.tm.ttl; e > ls.tm.expires {
-		ls.tm.expires = e
-		t.timers.update(&ls.tm)
-	}
+	t.extendLease(ls)
 	return true
 }
 
