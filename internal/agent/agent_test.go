@@ -109,16 +109,26 @@ func runAgent(t *testing.T, extra ...string) (*Agent, func()) {
 // calls do nothing.
 func startAgent(t *testing.T, args []string) (*Agent, func()) {
 	t.Helper()
-	cfg, err := Parse(args, io.Discard)
+	a, stop, err := tryStartAgent(t, args)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return a, stop
+}
+
+// tryStartAgent is startAgent, returning what stopped the agent from
+// starting rather than failing the test.
+func tryStartAgent(t *testing.T, args []string) (*Agent, func(), error) {
+	cfg, err := Parse(args, io.Discard)
+	if err != nil {
+		return nil, nil, err
 	}
 	a, err := New(cfg, io.Discard)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if err := a.Listen(); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	sigs := make(chan os.Signal, 1)
 	done := make(chan error, 1)
@@ -136,7 +146,7 @@ func startAgent(t *testing.T, args []string) (*Agent, func()) {
 				t.Errorf("%s did not stop within 30 s of SIGTERM", cfg.Name)
 			}
 		})
-	}
+	}, nil
 }
 
 // get is a GET of u with header (see request).

@@ -193,10 +193,24 @@ func runAgents(t *testing.T, names []string, extra ...string) ([]*Agent, []func(
 	agents := make([]*Agent, len(names))
 	stops := make([]func(), len(names))
 	for i, name := range names {
-		args := append([]string{"--name", name, "--members", strings.Join(names, ","), "--seeds", strings.Join(seeds, ","),
-			"--gossip-addr", ps[i].gossip, "--link-addr", ps[i].link, "--admin-addr", ps[i].admin, "--client-addr", "",
-			"--lease", "1500ms", "--heartbeat", "250ms", "--data-dir", filepath.Join(t.TempDir(), name)}, extra...)
-		agents[i], stops[i] = startAgent(t, args)
+		// A port picked free may be taken before the agent binds it (by
+		// another test package running meanwhile): pick again.
+		for try := 1; ; try++ {
+			args := append([]string{"--name", name, "--members", strings.Join(names, ","), "--seeds", strings.Join(seeds, ","),
+				"--gossip-addr", ps[i].gossip, "--link-addr", ps[i].link, "--admin-addr", ps[i].admin, "--client-addr", "",
+				"--lease", "1500ms", "--heartbeat", "250ms", "--data-dir", filepath.Join(t.TempDir(), name)}, extra...)
+			a, stop, err := tryStartAgent(t, args)
+			if err == nil {
+				agents[i], stops[i] = a, stop
+				break
+			}
+			if try == 5 || !strings.Contains(err.Error(), "address already in use") {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %v; on other ports", name, err)
+			ps[i] = ports{free(true), free(false), free(false)}
+			seeds[i] = ps[i].gossip
+		}
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, a := range agents {
